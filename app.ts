@@ -1,0 +1,185 @@
+// buildApp wires one onejob instance: Yoga (HTTP and SSE) and graphql-ws on one HTTP server, the
+// deadline sweep and the event hub. main.ts only starts it; tests start several on one database.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { EnvelopArmorPlugin } from '@escape.tech/graphql-armor';
+import { usePrometheus } from '@graphql-yoga/plugin-prometheus';
+import { createYoga, type YogaInitialContext } from 'graphql-yoga';
+import { useServer } from 'graphql-ws/use/ws';
+import type { Logger } from 'pino';
+import { Registry } from 'prom-client';
+import { WebSocketServer } from 'ws';
+import { systemClock, type Clock } from './clock.ts';
+import type { Config } from './config.ts';
+import { Authenticator, bearerToken } from './core/auth.ts';
+import type { Core } from './core/core.ts';
+import { startDeadlineSweeper } from './core/deadlines.ts';
+import { DomainError } from './core/errors.ts';
+import { JobEventHub } from './core/eventHub.ts';
+import { migrate } from './db/migrate.ts';
+import { createPool, type Pool } from './db/pool.ts';
+import { createMaskError } from './errorMasking.ts';
+import { createLogger } from './log.ts';
+import { ProviderRegistry } from './providers/registry.ts';
+import type { GraphQLContext } from './schema/context.ts';
+import { schema } from './schema/index.ts';
+
+/** Bodies above this are refused with 413 before they are parsed. */
+export const MAX_REQUEST_BODY_BYTES = 1024 * 1024;
+const HEALTH_QUERY_TIMEOUT_MS = 2_000;
+
+export interface AppOptions {
+  config: Config;
+  databaseUrl: string;
+  clock?: Clock;
+  log?: Logger;
+  /** Run the deadline sweep (default true); tests of the sweep itself drive it by hand. */
+  sweepDeadlines?: boolean;
+}
+
+export interface App {
+  core: Core;
+  hub: JobEventHub;
+  /** Listens on 127.0.0.1:port (0: any free port); answers the base URL. */
+  start(port?: number, host?: string): Promise<string>;
+  stop(): Promise<void>;
+  url: string;
+}
+
+export function buildApp(options: AppOptions): App {
+  const log = options.log ?? createLogger();
+  const pool: Pool = createPool(options.databaseUrl);
+  const core: Core = {
+    pool,
+    clock: options.clock ?? systemClock,
+    config: options.config,
+    providers: new ProviderRegistry(options.config),
+    log,
+  };
+  const hub = new JobEventHub(pool, options.databaseUrl, log);
+  const authenticator = new Authenticator(pool);
+  const maskError = createMaskError(log);
+
+  async function contextFor(authorization: unknown): Promise<GraphQLContext> {
+    const caller = await authenticator.authenticate(typeof authorization === 'string' ? bearerToken(authorization) : undefined);
+    if (!caller) {
+      throw new DomainError('UNAUTHENTICATED', 'Send a valid token: "Authorization: Bearer TOKEN" (WebSocket: connectionParams.authorization).');
+    }
+    return { caller, core, hub };
+  }
+
+  const yoga = createYoga<Record<string, unknown>, GraphQLContext>({
+    schema,
+    graphqlEndpoint: '/graphql',
+    landingPage: false,
+    maxRequestBodySize: MAX_REQUEST_BODY_BYTES,
+    maskedErrors: { maskError: (error) => maskError(error) },
+    logging: {
+      debug: (...args) => log.debug(args.map(String).join(' ')),
+      info: (...args) => log.info(args.map(String).join(' ')),
+      warn: (...args) => log.warn(args.map(String).join(' ')),
+      error: (...args) => log.debug({ yoga: args.map(String).join(' ') }, 'request refused or failed'),
+    },
+    context: async (initial: YogaInitialContext & { connectionParams?: Record<string, unknown> }) =>
+      contextFor(initial.request?.headers.get('authorization') ?? initial.connectionParams?.authorization),
+    plugins: [
+      EnvelopArmorPlugin({
+        maxDepth: { n: 8 },
+        costLimit: { maxCost: 5000 },
+        maxAliases: { n: 15 },
+        maxTokens: { n: 2000 },
+        maxDirectives: { n: 20 },
+      }),
+      usePrometheus({ registry: new Registry(), endpoint: '/metrics' }),
+    ],
+  });
+
+  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    if (req.url === '/healthz') return void healthz(pool, res);
+    return yoga(req, res);
+  });
+
+  const wsServer = new WebSocketServer({ server, path: yoga.graphqlEndpoint });
+  const wsCleanup = useServer<Record<string, unknown>, { caller?: unknown }>(
+    {
+      // The socket is authenticated once, at connection: a bad token closes it with 4403.
+      onConnect: async (ctx) => {
+        try {
+          await contextFor(ctx.connectionParams?.authorization);
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      execute: (args) => (args.rootValue as { execute: (a: unknown) => unknown }).execute(args) as never,
+      subscribe: (args) => (args.rootValue as { subscribe: (a: unknown) => unknown }).subscribe(args) as never,
+      onSubscribe: async (ctx, _id, payload) => {
+        const { schema: s, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
+          ...ctx,
+          req: ctx.extra.request,
+          socket: ctx.extra.socket,
+          params: payload,
+        });
+        const args = {
+          schema: s,
+          operationName: payload.operationName,
+          document: parse(payload.query),
+          variableValues: payload.variables,
+          contextValue: await contextFactory(),
+          rootValue: { execute, subscribe },
+        };
+        const errors = validate(args.schema, args.document);
+        if (errors.length) return errors;
+        return args;
+      },
+    },
+    wsServer,
+  );
+
+  let sweeper: { stop(): Promise<void> } | undefined;
+  let url = '';
+
+  return {
+    core,
+    hub,
+    get url() {
+      return url;
+    },
+    async start(port = 0, host = '127.0.0.1') {
+      await migrate(pool);
+      await hub.start();
+      if (options.sweepDeadlines !== false) sweeper = startDeadlineSweeper(core);
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => resolve());
+      });
+      const address = server.address() as AddressInfo;
+      url = `http://${host}:${address.port}`;
+      return url;
+    },
+    async stop() {
+      await sweeper?.stop();
+      await wsCleanup.dispose();
+      wsServer.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await hub.stop();
+      await pool.end();
+    },
+  };
+}
+
+async function healthz(pool: Pool, res: ServerResponse): Promise<void> {
+  let ok = false;
+  try {
+    await Promise.race([
+      pool.query('SELECT 1'),
+      new Promise((_, reject) => setTimeout(() => reject(new Error('timeout')), HEALTH_QUERY_TIMEOUT_MS).unref()),
+    ]);
+    ok = true;
+  } catch {
+    ok = false;
+  }
+  res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
+  res.end(JSON.stringify({ status: ok ? 'ok' : 'database unavailable' }));
+}

@@ -1,0 +1,62 @@
+// cancelJob (rule 14) and cancelAttempt (out of band, operators).
+import { findAttempt, findJobIdOfAttempt, findLiveAttempt, moveAttempt } from '../db/attempts.ts';
+import { appendEvents, type NewEvent } from '../db/events.ts';
+import { cancelJobIfOpen, findJob, lockJob } from '../db/jobs.ts';
+import type { Attempt, JobView } from '../db/rows.ts';
+import { LIVE_ATTEMPT_STATES } from '../db/states.ts';
+import { inTransaction } from '../db/tx.ts';
+import { visibleOwner, type Caller } from './caller.ts';
+import type { Core } from './core.ts';
+import { DomainError, notFound } from './errors.ts';
+
+/**
+ * Cancels the job: it becomes CANCELLED, its live attempt CANCELLED, and its version moves so that any
+ * result still on its way is DISCARDED. Cancelling a cancelled job again answers it unchanged.
+ */
+export async function cancelJob(core: Core, caller: Caller, jobId: string): Promise<JobView> {
+  await inTransaction(core.pool, async (client) => {
+    const job = await lockJob(client, jobId, visibleOwner(caller));
+    if (!job) throw notFound('job', jobId);
+    if (job.completedBy) {
+      throw new DomainError('JOB_CLOSED', `Job ${jobId} already SUCCEEDED; there is nothing to cancel.`, { jobId });
+    }
+    const now = core.clock.now();
+    if ((await cancelJobIfOpen(client, jobId, now)) === undefined) return; // already cancelled
+    const events: NewEvent[] = [];
+    const live = await findLiveAttempt(client, jobId);
+    if (live) {
+      await moveAttempt(client, { id: live.id, to: 'CANCELLED', now, error: 'job cancelled', onlyFrom: LIVE_ATTEMPT_STATES });
+      events.push({ type: 'ATTEMPT_CANCELLED', attemptId: live.id, message: 'job cancelled' });
+    }
+    events.push({ type: 'JOB_CANCELLED', message: `cancelled by ${caller.ownerName}` });
+    await appendEvents(client, jobId, now, events);
+  });
+  return (await findJob(core.pool, jobId, undefined))!;
+}
+
+/** Resolves a live attempt out of band: it stops blocking the job; a late result may still win. */
+export async function cancelAttempt(core: Core, caller: Caller, attemptId: string, reason: string): Promise<Attempt> {
+  return inTransaction(core.pool, async (client) => {
+    const jobId = await findJobIdOfAttempt(client, attemptId);
+    if (!jobId || !(await lockJob(client, jobId, visibleOwner(caller)))) throw notFound('attempt', attemptId);
+    const now = core.clock.now();
+    const cancelled = await moveAttempt(client, {
+      id: attemptId,
+      to: 'CANCELLED',
+      now,
+      error: `cancelled: ${reason}`,
+      onlyFrom: LIVE_ATTEMPT_STATES,
+    });
+    if (!cancelled) {
+      const state = (await findAttempt(client, attemptId))?.state;
+      throw new DomainError('ATTEMPT_NOT_LIVE', `Attempt ${attemptId} is ${state}, not live; only a live attempt can be cancelled.`, {
+        attemptId,
+        state,
+      });
+    }
+    await appendEvents(client, jobId, now, [
+      { type: 'ATTEMPT_CANCELLED', attemptId, message: `cancelled by ${caller.ownerName}: ${reason}` },
+    ]);
+    return cancelled;
+  });
+}

@@ -1,0 +1,26 @@
+import { createHash } from 'node:crypto';
+import canonicalize from 'canonicalize';
+
+export interface FingerprintedRequest {
+  operation: string;
+  provider: string;
+  fallbackProviders: string[];
+  input: unknown;
+  attemptTimeoutMs: number | null;
+}
+
+/**
+ * Rule 2: SHA-256 of the canonical JSON (RFC 8785: keys sorted, numbers normalised) of the request's
+ * meaning. An omitted fallbackProviders is [] and an omitted attemptTimeoutMs is null, so leaving out a
+ * default and spelling it as [] are the same request.
+ */
+export function requestFingerprint(r: FingerprintedRequest): string {
+  const canonical = canonicalize({
+    operation: r.operation,
+    provider: r.provider,
+    fallbackProviders: r.fallbackProviders,
+    input: r.input,
+    attemptTimeoutMs: r.attemptTimeoutMs,
+  });
+  return createHash('sha256').update(canonical!).digest('hex');
+}

@@ -1,0 +1,141 @@
+// What happens when an attempt's outcome arrives — by reportAttemptResult, and later by a provider's
+// answer, a webhook or reconciliation: all of them come through settleAttempt (rules 10–13).
+import { findAttempt, findJobIdOfAttempt, moveAttempt } from '../db/attempts.ts';
+import { appendEvents } from '../db/events.ts';
+import { completeJobIfStillOpen, lockJob } from '../db/jobs.ts';
+import type { PoolClient } from '../db/pool.ts';
+import { recordRaceLoss } from '../db/raceLog.ts';
+import type { Attempt, Job } from '../db/rows.ts';
+import { isLive, type AttemptState } from '../db/states.ts';
+import { inTransaction } from '../db/tx.ts';
+import { OPERATIONS, checkOutput } from '../providers/operations/index.ts';
+import { fallOverAfterFailure } from './attemptLifecycle.ts';
+import type { Core } from './core.ts';
+import { notFound } from './errors.ts';
+
+export type ReportOutcome = 'WON' | 'DISCARDED' | 'FAILED';
+
+export type AttemptOutcome = { result: unknown } | { error: string };
+
+export interface Settlement {
+  attempt: Attempt;
+  jobId: string;
+  outcome: ReportOutcome;
+  /** False when the attempt was already settled and nothing changed (a duplicate delivery, rule 13). */
+  changed: boolean;
+  /** Set when this result lost the compare-and-swap. */
+  loss?: {
+    jobId: string;
+    loserAttemptId: string;
+    loserAttemptNumber: number;
+    winnerAttemptId: string | null;
+    readVersion: number;
+    jobVersion: number;
+    reason: string;
+  };
+}
+
+const OUTCOME_OF_FINAL_STATE: Partial<Record<AttemptState, ReportOutcome>> = {
+  SUCCEEDED: 'WON',
+  FAILED: 'FAILED',
+  DISCARDED: 'DISCARDED',
+};
+
+/**
+ * Settles one attempt with a result or an error. `source` names who delivered it, for the log.
+ * ownerId limits it to that owner's attempts (undefined: operators and the service itself).
+ */
+export async function settleAttempt(
+  core: Core,
+  attemptId: string,
+  outcome: AttemptOutcome,
+  source: string,
+  ownerId?: number,
+): Promise<Settlement> {
+  const settlement = await inTransaction(core.pool, async (client) => {
+    const jobId = await findJobIdOfAttempt(client, attemptId);
+    const job = jobId ? await lockJob(client, jobId, ownerId) : undefined;
+    if (!job) throw notFound('attempt', attemptId);
+    // Read under the job's lock: nothing else can move this attempt until we commit.
+    const attempt = (await findAttempt(client, attemptId))!;
+    const settled = OUTCOME_OF_FINAL_STATE[attempt.state];
+    if (settled) return { attempt, jobId: job.id, outcome: settled, changed: false };
+
+    if ('error' in outcome) return fail(client, core, job, attempt, outcome.error);
+    const check = checkOutput(OPERATIONS.get(job.operation)!, job.input, outcome.result);
+    if (!check.ok) return fail(client, core, job, attempt, check.reason);
+    return complete(client, core, job, attempt, outcome.result);
+  });
+  // Logged after commit: a transaction that is rolled back and run again must not log twice.
+  if (settlement.loss) {
+    const { loss } = settlement;
+    core.log.warn(
+      { event: 'result_discarded', source, ...loss },
+      `late result of attempt ${loss.loserAttemptNumber} of job ${loss.jobId} discarded: ${loss.reason}`,
+    );
+  }
+  return settlement;
+}
+
+/** A definitive failure: FAILED, then (for an attempt that was live) the next fallback or JOB_FAILED. */
+async function fail(client: PoolClient, core: Core, job: Job, attempt: Attempt, reason: string): Promise<Settlement> {
+  const now = core.clock.now();
+  const failed = (await moveAttempt(client, { id: attempt.id, to: 'FAILED', now, error: reason }))!;
+  const failureEvent = { type: 'ATTEMPT_FAILED' as const, attemptId: attempt.id, message: reason };
+  // A CANCELLED attempt was already resolved out of band, and a closed job takes no new attempt:
+  // its late failure is recorded, nothing is started.
+  if (isLive(attempt.state) && !job.completedBy && !job.cancelledAt) {
+    await fallOverAfterFailure(client, core, job, failureEvent);
+  } else {
+    await appendEvents(client, job.id, now, [failureEvent]);
+  }
+  return { attempt: failed, jobId: job.id, outcome: 'FAILED', changed: true };
+}
+
+/** Rules 11, 12: the compare-and-swap decides; the loser is DISCARDED, logged and streamed. */
+async function complete(client: PoolClient, core: Core, job: Job, attempt: Attempt, result: unknown): Promise<Settlement> {
+  const now = core.clock.now();
+  const version = await completeJobIfStillOpen(client, { jobId: job.id, readVersion: attempt.readVersion, attemptId: attempt.id, result });
+  if (version !== undefined) {
+    const won = (await moveAttempt(client, { id: attempt.id, to: 'SUCCEEDED', now }))!;
+    await appendEvents(client, job.id, now, [
+      { type: 'ATTEMPT_SUCCEEDED', attemptId: attempt.id, message: `attempt ${attempt.number} returned a result` },
+      { type: 'JOB_SUCCEEDED', attemptId: attempt.id, message: `attempt ${attempt.number} won; version ${version}` },
+    ]);
+    return { attempt: won, jobId: job.id, outcome: 'WON', changed: true };
+  }
+  const reason = job.completedBy
+    ? `attempt ${job.completedBy} had already won`
+    : job.cancelledAt
+      ? 'the job was cancelled'
+      : `the job's version moved from ${attempt.readVersion} to ${job.version}`;
+  const discarded = (await moveAttempt(client, { id: attempt.id, to: 'DISCARDED', now }))!;
+  await recordRaceLoss(client, {
+    jobId: job.id,
+    loserAttemptId: attempt.id,
+    winnerAttemptId: job.completedBy,
+    loserReadVersion: attempt.readVersion,
+    jobVersion: job.version,
+    reason,
+    payload: result,
+    now,
+  });
+  await appendEvents(client, job.id, now, [
+    { type: 'ATTEMPT_DISCARDED', attemptId: attempt.id, message: `late result discarded: ${reason}` },
+  ]);
+  return {
+    attempt: discarded,
+    jobId: job.id,
+    outcome: 'DISCARDED',
+    changed: true,
+    loss: {
+      jobId: job.id,
+      loserAttemptId: attempt.id,
+      loserAttemptNumber: attempt.number,
+      winnerAttemptId: job.completedBy,
+      readVersion: attempt.readVersion,
+      jobVersion: job.version,
+      reason,
+    },
+  };
+}

@@ -1,0 +1,10 @@
+import type { Caller } from '../core/caller.ts';
+import type { Core } from '../core/core.ts';
+import type { JobEventHub } from '../core/eventHub.ts';
+
+/** Built per request (HTTP) or per subscription (WebSocket), after the token was checked. */
+export interface GraphQLContext {
+  caller: Caller;
+  core: Core;
+  hub: JobEventHub;
+}

@@ -1,0 +1,12 @@
+// The whole GraphQL schema: types from schema/, root fields from resolvers/.
+import { builder } from './builder.ts';
+import './scalars.ts';
+import './enums.ts';
+import './attempt.ts';
+import './job.ts';
+import './event.ts';
+import '../resolvers/query.ts';
+import '../resolvers/mutation.ts';
+import '../resolvers/subscription.ts';
+
+export const schema = builder.toSchema({ sortSchema: false });
