@@ -1,0 +1,15 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  resolve: {
+    // graphql must load once: its ESM and CJS builds together fail with "another module or realm".
+    alias: { graphql: 'graphql/index.js' },
+  },
+  test: {
+    include: ['test/**/*.test.ts'],
+    globalSetup: ['test/helpers/globalSetup.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    pool: 'forks',
+  },
+});
