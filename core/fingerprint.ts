@@ -1,5 +1,8 @@
 import { createHash } from 'node:crypto';
-import canonicalize from 'canonicalize';
+import canonicalizeModule from 'canonicalize';
+
+// The package is CommonJS (module.exports = fn) but its typings declare a default export.
+const canonicalize = canonicalizeModule as unknown as (value: unknown) => string | undefined;
 
 export interface FingerprintedRequest {
   operation: string;
