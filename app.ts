@@ -4,6 +4,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { EnvelopArmorPlugin } from '@escape.tech/graphql-armor';
 import { usePrometheus } from '@graphql-yoga/plugin-prometheus';
+import type { GraphQLError } from 'graphql';
 import { createYoga, type YogaInitialContext } from 'graphql-yoga';
 import { useServer } from 'graphql-ws/use/ws';
 import type { Logger } from 'pino';
@@ -18,7 +19,7 @@ import { DomainError } from './core/errors.ts';
 import { JobEventHub } from './core/eventHub.ts';
 import { migrate } from './db/migrate.ts';
 import { createPool, type Pool } from './db/pool.ts';
-import { createMaskError } from './errorMasking.ts';
+import { createMaskError, useContractErrorCodes } from './errorMasking.ts';
 import { createLogger } from './log.ts';
 import { ProviderRegistry } from './providers/registry.ts';
 import type { GraphQLContext } from './schema/context.ts';
@@ -91,11 +92,18 @@ export function buildApp(options: AppOptions): App {
         maxDirectives: { n: 20 },
       }),
       usePrometheus({ registry: new Registry(), endpoint: '/metrics' }),
+      useContractErrorCodes(maskError),
     ],
   });
 
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
     if (req.url === '/healthz') return void healthz(pool, res);
+    // A body refused part-way (413 on a chunked upload) is left unread, and the connection would stay
+    // open but stuck: the client's next request on it fails after the keep-alive timeout. Close it.
+    const socket = req.socket;
+    res.once('finish', () => {
+      if (!req.complete && !socket.destroyed) socket.end();
+    });
     return yoga(req, res);
   });
 
@@ -120,16 +128,24 @@ export function buildApp(options: AppOptions): App {
           socket: ctx.extra.socket,
           params: payload,
         });
+        let document;
+        let errors: readonly GraphQLError[];
+        try {
+          document = parse(payload.query);
+          errors = validate(s, document);
+        } catch (err) {
+          // A syntax error or an armor limit refuses this one operation; thrown, it would close the whole socket (4500).
+          return [maskError(err) as GraphQLError];
+        }
+        if (errors.length) return errors;
         const args = {
           schema: s,
           operationName: payload.operationName,
-          document: parse(payload.query),
+          document,
           variableValues: payload.variables,
           contextValue: await contextFactory(),
           rootValue: { execute, subscribe },
         };
-        const errors = validate(args.schema, args.document);
-        if (errors.length) return errors;
         return args;
       },
     },

@@ -3,6 +3,8 @@
 // anything else is masked as INTERNAL_SERVER_ERROR and logged with an id the client can quote.
 import { randomUUID } from 'node:crypto';
 import { GraphQLError } from 'graphql';
+import type { Plugin } from 'graphql-yoga';
+import { DatabaseError } from 'pg';
 import type { Logger } from 'pino';
 import { DomainError, ERROR_CODES } from './core/errors.ts';
 
@@ -20,28 +22,55 @@ function domainToGraphQL(err: DomainError, from?: GraphQLError): GraphQLError {
   });
 }
 
+/**
+ * SQLSTATEs that only a value the client sent can cause: text or JSON with U+0000, or bytes that are not
+ * UTF-8. A backstop for any field whose own check missed it; the write was rolled back.
+ */
+const UNSTORABLE_TEXT = new Set(['22021', '22P05']);
+
 export function createMaskError(log: Logger) {
   return (error: unknown): Error => {
     if (error instanceof DomainError) return domainToGraphQL(error);
-    if (error instanceof GraphQLError) {
-      const original = error.originalError;
-      if (original instanceof DomainError) return domainToGraphQL(original, error);
-      if (original instanceof GraphQLError && original !== error) return createMaskError(log)(original);
-      if (!original || original instanceof GraphQLError) {
-        const code = error.extensions?.code;
-        if (typeof code === 'string' && CONTRACT_CODES.has(code)) return error;
-        // Parse, validation, variable coercion, body size and armor limits: the request is at fault.
-        return new GraphQLError(error.message, {
-          nodes: error.nodes,
-          path: error.path,
-          extensions: { ...error.extensions, code: 'BAD_USER_INPUT', ...(code ? { reason: code } : {}) },
-        });
-      }
+    // What was thrown first: GraphQL wraps errors (a resolver's, a scalar's) in located ones.
+    let cause: unknown = error;
+    while (cause instanceof GraphQLError && cause.originalError && cause.originalError !== cause) cause = cause.originalError;
+    const outer = error instanceof GraphQLError ? error : undefined;
+    if (cause instanceof DomainError) return domainToGraphQL(cause, outer);
+    if (cause instanceof DatabaseError && cause.code && UNSTORABLE_TEXT.has(cause.code)) {
+      return new GraphQLError('A text or JSON value contains a character that cannot be stored (such as \\u0000). Remove it and send again.', {
+        nodes: outer?.nodes,
+        path: outer?.path,
+        extensions: { code: 'BAD_USER_INPUT' },
+      });
+    }
+    if (outer && cause instanceof GraphQLError) {
+      // Only GraphQL errors all the way down: parse, validation, variable coercion (whose outer message
+      // names the variable and the path in it), body size and armor limits. The request is at fault.
+      const code = outer.extensions?.code;
+      if (typeof code === 'string' && CONTRACT_CODES.has(code)) return outer;
+      return new GraphQLError(outer.message, {
+        nodes: outer.nodes,
+        path: outer.path,
+        extensions: { ...outer.extensions, code: 'BAD_USER_INPUT', ...(code ? { reason: code } : {}) },
+      });
     }
     const errorId = randomUUID();
     log.error({ err: error, errorId }, 'unexpected error (masked from the client)');
     return new GraphQLError(`Internal server error; it was logged as ${errorId}.`, {
       extensions: { code: 'INTERNAL_SERVER_ERROR', errorId },
     });
+  };
+}
+
+/**
+ * Yoga answers validation errors (unknown fields, wrong argument types, armor limits) without passing
+ * them through maskError, so they would reach clients with codes outside the contract
+ * (GRAPHQL_VALIDATION_FAILED). This hook gives them contract codes, on HTTP and WebSocket alike.
+ */
+export function useContractErrorCodes(maskError: (error: unknown) => Error): Plugin {
+  return {
+    onValidate: () => ({ valid, result, setResult }) => {
+      if (!valid) setResult(result.map((error) => maskError(error) as GraphQLError));
+    },
   };
 }

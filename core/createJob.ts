@@ -20,6 +20,9 @@ export interface CreateJobRequest {
 export const IDEMPOTENCY_KEY_MAX_CHARS = 255;
 // C0, DEL and C1 control characters: invisible in logs and UIs, so two keys that look equal may differ.
 const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f]/;
+// A UTF-16 surrogate without its pair is not a character: the database stores it as U+FFFD, so two
+// different keys (e.g. "a\uD800" and "a\uDC00") would silently become the same key.
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 /** A key held by a request that commits while ours runs is read again; more than this is a bug. */
 const MAX_CLAIM_TRIES = 3;
 
@@ -28,6 +31,7 @@ export function idempotencyKeyProblem(key: string): string | undefined {
   if (chars < 1) return 'must not be empty';
   if (chars > IDEMPOTENCY_KEY_MAX_CHARS) return `must be at most ${IDEMPOTENCY_KEY_MAX_CHARS} characters (got ${chars})`;
   if (CONTROL_CHARACTERS.test(key)) return 'must not contain control characters';
+  if (LONE_SURROGATE.test(key)) return 'must be well-formed Unicode (it contains an unpaired surrogate)';
   return undefined;
 }
 

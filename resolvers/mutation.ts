@@ -9,10 +9,22 @@ import { findJob } from '../db/jobs.ts';
 import type { Attempt, JobView } from '../db/rows.ts';
 import { builder } from '../schema/builder.ts';
 import { ReportOutcomeEnum } from '../schema/enums.ts';
+import { textProblem } from '../schema/scalars.ts';
 import { DomainError } from '../core/errors.ts';
 import { requireOperator } from './access.ts';
 
 const UUID = z.uuid();
+/** Free text stored as is (a cancel reason, a reported error): the database must be able to store it. */
+const storableText = (max: number) =>
+  z
+    .string()
+    .trim()
+    .min(1)
+    .max(max)
+    .superRefine((text, ctx) => {
+      const problem = textProblem(text);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    });
 const asUuid = (id: string | number, what: string) => {
   if (!UUID.safeParse(String(id)).success) throw notFound(what, String(id));
   return String(id);
@@ -79,7 +91,7 @@ builder.mutationType({
       description: 'Operators: resolve a live attempt out of band',
       args: {
         attemptId: t.arg.id({ required: true }),
-        reason: t.arg.string({ required: true, validate: z.string().trim().min(1).max(1000) }),
+        reason: t.arg.string({ required: true, validate: storableText(1000) }),
       },
       resolve: (_, { attemptId, reason }, { core, caller }) => {
         requireOperator(caller, 'cancelAttempt');
@@ -92,7 +104,7 @@ builder.mutationType({
       args: {
         attemptId: t.arg.id({ required: true }),
         result: t.arg({ type: 'JSON' }),
-        error: t.arg.string({ validate: z.string().trim().min(1).max(10_000) }),
+        error: t.arg.string({ validate: storableText(10_000) }),
       },
       resolve: async (_, { attemptId, result, error }, { core, caller }) => {
         requireOperator(caller, 'reportAttemptResult');

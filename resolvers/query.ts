@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { visibleOwner } from '../core/caller.ts';
+import { idempotencyKeyProblem } from '../core/createJob.ts';
 import { badInput } from '../core/errors.ts';
 import { findJob, findJobByKey, listJobs } from '../db/jobs.ts';
 import { builder } from '../schema/builder.ts';
@@ -37,8 +38,9 @@ builder.queryType({
       nullable: true,
       description: "The caller's job for this key: the one holding it, else the newest that used it",
       args: { idempotencyKey: t.arg.string({ required: true }) },
+      // A key createJob would refuse is held by no job (and one with U+0000 cannot even be sent to the database).
       resolve: async (_, { idempotencyKey }, { core, caller }) =>
-        (await findJobByKey(core.pool, caller.ownerId, idempotencyKey)) ?? null,
+        idempotencyKeyProblem(idempotencyKey) ? null : ((await findJobByKey(core.pool, caller.ownerId, idempotencyKey)) ?? null),
     }),
     jobs: t.field({
       type: JobConnection,
