@@ -17,6 +17,7 @@ import type { JobEvent } from '../db/rows.ts';
 export const JOB_EVENTS_CHANNEL = 'onejob_job_events';
 const SAFETY_POLL_INTERVAL_MS = 5_000;
 const RECONNECT_DELAY_MS = 500;
+const CONNECT_TIMEOUT_MS = 10_000;
 const FETCH_PAGE = 1_000;
 /** Events handed to a subscriber and not yet taken; past this it is skipped and caught up later. */
 const MAX_UNDELIVERED_PER_SUBSCRIBER = 256;
@@ -31,13 +32,20 @@ interface Topic {
   subscribers: Set<Subscriber>;
   reading: Promise<void> | undefined;
   readAgain: boolean;
+  /** The highest seq seen for the job, from notifications and reads. */
+  latestSeq: number;
 }
+
+function noteSeq(topic: Topic, seq: number): void {
+  if (seq > topic.latestSeq) topic.latestSeq = seq;
+}
+
+const full = (s: Subscriber) => s.undelivered >= MAX_UNDELIVERED_PER_SUBSCRIBER;
 
 export class JobEventHub {
   private readonly topics = new Map<string, Topic>();
-  /** The highest seq seen per watched job, from notifications and reads. */
-  private readonly latestSeq = new Map<string, number>();
   private listener: pg.Client | undefined;
+  private reconnectTimer: NodeJS.Timeout | undefined;
   private stopped = false;
   private poll: NodeJS.Timeout | undefined;
 
@@ -56,6 +64,7 @@ export class JobEventHub {
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.poll);
+    clearTimeout(this.reconnectTimer);
     await this.listener?.end().catch(() => {});
     await Promise.all([...this.topics.values()].map((t) => t.reading));
   }
@@ -66,7 +75,7 @@ export class JobEventHub {
       const subscriber: Subscriber = { lastSeq: afterSeq, undelivered: 0, push };
       let topic = this.topics.get(jobId);
       if (!topic) {
-        topic = { subscribers: new Set(), reading: undefined, readAgain: false };
+        topic = { subscribers: new Set(), reading: undefined, readAgain: false, latestSeq: 0 };
         this.topics.set(jobId, topic);
       }
       // Registered before the first read: a change committed from here on wakes a read that includes it.
@@ -74,10 +83,7 @@ export class JobEventHub {
       this.wake(jobId);
       await stopped;
       topic.subscribers.delete(subscriber);
-      if (topic.subscribers.size === 0 && this.topics.get(jobId) === topic) {
-        this.topics.delete(jobId);
-        this.latestSeq.delete(jobId);
-      }
+      if (topic.subscribers.size === 0 && this.topics.get(jobId) === topic) this.topics.delete(jobId);
     });
   }
 
@@ -104,34 +110,29 @@ export class JobEventHub {
     });
   }
 
-  private behind(jobId: string, s: Subscriber): boolean {
-    return (this.latestSeq.get(jobId) ?? 0) > s.lastSeq;
-  }
-
   private wakeAll(): void {
     for (const jobId of this.topics.keys()) this.wake(jobId);
-  }
-
-  private noteSeq(jobId: string, seq: number): void {
-    if (seq > (this.latestSeq.get(jobId) ?? 0)) this.latestSeq.set(jobId, seq);
   }
 
   private async read(jobId: string, topic: Topic): Promise<void> {
     try {
       for (;;) {
-        if (topic.subscribers.size === 0) return;
-        const from = Math.min(...[...topic.subscribers].map((s) => s.lastSeq));
+        // A full subscriber is left out (its drain wakes a read for it): reading from its lastSeq
+        // would fetch the same page again and again while it cannot take any of it.
+        const open = [...topic.subscribers].filter((s) => !full(s));
+        if (open.length === 0) return;
+        const from = Math.min(...open.map((s) => s.lastSeq));
         const events = await eventsAfter(this.pool, jobId, from, FETCH_PAGE);
-        this.noteSeq(jobId, events.at(-1)?.seq ?? 0);
+        noteSeq(topic, events.at(-1)?.seq ?? 0);
         for (const event of events) {
           for (const s of topic.subscribers) {
-            if (event.seq === s.lastSeq + 1 && s.undelivered < MAX_UNDELIVERED_PER_SUBSCRIBER) {
+            if (event.seq === s.lastSeq + 1 && !full(s)) {
               s.lastSeq = event.seq;
               s.undelivered++;
               // A slow consumer is not sent more than it can hold: its lastSeq stays put, and once it
               // has taken everything a new read fills it up from there.
               void s.push(event).then(() => {
-                if (--s.undelivered === 0 && this.behind(jobId, s)) this.wake(jobId);
+                if (--s.undelivered === 0 && topic.latestSeq > s.lastSeq) this.wake(jobId);
               });
             }
           }
@@ -143,33 +144,64 @@ export class JobEventHub {
     }
   }
 
+  /**
+   * Opens the LISTEN connection. Its 'end' handler is attached only once LISTEN is in place, so a
+   * connection that fails while opening is cleaned up here and retried by the caller's one loop,
+   * never also by its own 'end' (which pg emits for a failed connect too).
+   */
   private async listen(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.connectionString, application_name: 'onejob-listener' });
+    const client = new pg.Client({
+      connectionString: this.connectionString,
+      application_name: 'onejob-listener',
+      // A connect that hangs would hold up the one reconnect loop; a peer that vanishes without a
+      // reset is noticed by TCP keep-alive (meanwhile the safety poll delivers).
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      keepAlive: true,
+    });
     client.on('notification', (msg) => {
       const [jobId, seq] = (msg.payload ?? '').split(':');
-      if (!jobId || !this.topics.has(jobId)) return;
-      this.noteSeq(jobId, Number(seq));
-      this.wake(jobId);
+      const topic = jobId ? this.topics.get(jobId) : undefined;
+      if (!topic) return;
+      noteSeq(topic, Number(seq));
+      this.wake(jobId!);
     });
     client.on('error', (err) => this.log.warn({ err }, 'event listener connection failed'));
-    client.on('end', () => {
-      if (this.stopped) return;
-      this.listener = undefined;
-      setTimeout(() => this.reconnect(), RECONNECT_DELAY_MS).unref();
-    });
-    await client.connect();
-    await client.query(`LISTEN ${JOB_EVENTS_CHANNEL}`);
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${JOB_EVENTS_CHANNEL}`);
+    } catch (err) {
+      await client.end().catch(() => {});
+      throw err;
+    }
+    if (this.stopped) {
+      await client.end().catch(() => {}); // stop() ran while this connection was opening
+      return;
+    }
     this.listener = client;
+    client.once('end', () => {
+      if (this.listener === client) this.listener = undefined;
+      this.scheduleReconnect();
+    });
+  }
+
+  /** One reconnect loop at a time, however many failures and 'end's arrive. */
+  private scheduleReconnect(): void {
+    if (this.stopped || this.reconnectTimer) return;
+    this.reconnectTimer = setTimeout(() => void this.reconnect(), RECONNECT_DELAY_MS);
+    this.reconnectTimer.unref();
   }
 
   private async reconnect(): Promise<void> {
-    if (this.stopped) return;
+    // The timer has fired. Until listen() succeeds nothing else schedules one: a connection that
+    // fails while opening has no 'end' handler, and the lost connection's 'end' has come and gone.
+    this.reconnectTimer = undefined;
     try {
       await this.listen();
-      this.wakeAll(); // notifications sent while we were away are lost: read everything watched
+      // Notifications sent while no connection listened are lost: read every watched job again.
+      if (!this.stopped) this.wakeAll();
     } catch (err) {
       this.log.warn({ err }, 'event listener reconnect failed; trying again');
-      setTimeout(() => this.reconnect(), RECONNECT_DELAY_MS).unref();
+      this.scheduleReconnect();
     }
   }
 }
