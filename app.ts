@@ -1,6 +1,8 @@
 // buildApp wires one onejob instance: Yoga (HTTP and SSE) and graphql-ws on one HTTP server, the
 // deadline sweep and the event hub. main.ts only starts it; tests start several on one database.
+import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { EnvelopArmorPlugin } from '@escape.tech/graphql-armor';
 import { usePrometheus } from '@graphql-yoga/plugin-prometheus';
@@ -21,7 +23,9 @@ import { migrate } from './db/migrate.ts';
 import { createPool, type Pool } from './db/pool.ts';
 import { createMaskError, useContractErrorCodes } from './errorMasking.ts';
 import { createLogger } from './log.ts';
+import { startReconciler } from './providers/reconciler.ts';
 import { ProviderRegistry } from './providers/registry.ts';
+import { AttemptRunner } from './providers/runner.ts';
 import type { GraphQLContext } from './schema/context.ts';
 import { schema } from './schema/index.ts';
 
@@ -36,11 +40,14 @@ export interface AppOptions {
   log?: Logger;
   /** Run the deadline sweep (default true); tests of the sweep itself drive it by hand. */
   sweepDeadlines?: boolean;
+  /** Run the attempt runner and the reconciler (default true). */
+  dispatchAttempts?: boolean;
 }
 
 export interface App {
   core: Core;
   hub: JobEventHub;
+  runner: AttemptRunner;
   /** Listens on 127.0.0.1:port (0: any free port); answers the base URL. */
   start(port?: number, host?: string): Promise<string>;
   stop(): Promise<void>;
@@ -58,6 +65,7 @@ export function buildApp(options: AppOptions): App {
     log,
   };
   const hub = new JobEventHub(pool, options.databaseUrl, log);
+  const runner = new AttemptRunner(core, options.databaseUrl, `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`);
   const authenticator = new Authenticator(pool);
   const maskError = createMaskError(log);
 
@@ -153,11 +161,14 @@ export function buildApp(options: AppOptions): App {
   );
 
   let sweeper: { stop(): Promise<void> } | undefined;
+  let reconciler: { stop(): Promise<void> } | undefined;
+  let dispatching = false;
   let url = '';
 
   return {
     core,
     hub,
+    runner,
     get url() {
       return url;
     },
@@ -165,6 +176,11 @@ export function buildApp(options: AppOptions): App {
       await migrate(pool);
       await hub.start();
       if (options.sweepDeadlines !== false) sweeper = startDeadlineSweeper(core);
+      if (options.dispatchAttempts !== false) {
+        await runner.start();
+        reconciler = startReconciler(core);
+        dispatching = true;
+      }
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject);
         server.listen(port, host, () => resolve());
@@ -174,6 +190,8 @@ export function buildApp(options: AppOptions): App {
       return url;
     },
     async stop() {
+      await reconciler?.stop();
+      if (dispatching) await runner.stop();
       await sweeper?.stop();
       await wsCleanup.dispose();
       wsServer.close();

@@ -9,9 +9,48 @@ export const DEFAULT_SENDER_RETRY_WINDOW_SECONDS = 86_400;
 
 const timeoutMs = z.number().int().min(100).max(3_600_000).default(DEFAULT_PROVIDER_TIMEOUT_MS);
 
+const envName = z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name (A-Z, 0-9, _)');
+/** The model's context window in tokens, where the built-in table (providers/tokenizers.ts) does not know it. */
+const contextTokens = z.number().int().min(1024).optional();
+
+/** Hands each attempt to a person or an outside system at once and waits for reportAttemptResult. */
 const ManualProvider = z.strictObject({ kind: z.literal('manual'), timeoutMs });
 
-export const ProviderConfig = z.discriminatedUnion('kind', [ManualProvider]);
+/** OpenAI Chat Completions with a JSON-schema response format, or the Responses API in background mode. */
+const OpenAIProvider = z.strictObject({
+  kind: z.literal('openai'),
+  baseUrl: z.url(),
+  model: z.string().min(1),
+  apiKeyEnv: envName.optional(),
+  timeoutMs,
+  api: z.enum(['chat', 'responses']).default('chat'),
+  contextTokens,
+});
+
+/** Anthropic Messages, with structured output through a forced tool call. */
+const AnthropicProvider = z.strictObject({
+  kind: z.literal('anthropic'),
+  baseUrl: z.url().default('https://api.anthropic.com'),
+  model: z.string().min(1),
+  apiKeyEnv: envName.optional(),
+  timeoutMs,
+  anthropicVersion: z.string().default('2023-06-01'),
+  contextTokens,
+});
+
+export const SIM_BEHAVIOURS = ['ok', 'timeout', 'hallucinated_key', 'broken_json', 'wrong_label', 'refuse', 'fail'] as const;
+
+/** A local simulated model for demos and tests; its behaviour is set here. */
+const SimProvider = z.strictObject({
+  kind: z.literal('sim'),
+  model: z.string().default('sim-1'),
+  timeoutMs,
+  latencyMs: z.number().int().min(0).max(60_000).default(20),
+  behaviour: z.enum(SIM_BEHAVIOURS).default('ok'),
+  contextTokens,
+});
+
+export const ProviderConfig = z.discriminatedUnion('kind', [ManualProvider, OpenAIProvider, AnthropicProvider, SimProvider]);
 export type ProviderConfig = z.infer<typeof ProviderConfig>;
 
 export const Config = z.strictObject({
@@ -30,6 +69,9 @@ export const DEFAULT_CONFIG: Config = Config.parse({
   providers: {
     primary: { kind: 'manual' },
     backup: { kind: 'manual' },
+    // The demo pair: a simulated model that never answers, and one that does (certify it to fail over to it).
+    'sim-slow': { kind: 'sim', behaviour: 'timeout', timeoutMs: 2_000 },
+    'sim-fast': { kind: 'sim', behaviour: 'ok', latencyMs: 150 },
   },
 });
 

@@ -14,29 +14,46 @@ import { DomainError, notFound } from './errors.ts';
  * result still on its way is DISCARDED. Cancelling a cancelled job again answers it unchanged.
  */
 export async function cancelJob(core: Core, caller: Caller, jobId: string): Promise<JobView> {
-  await inTransaction(core.pool, async (client) => {
+  const cancelledAttempt = await inTransaction(core.pool, async (client): Promise<Attempt | undefined> => {
     const job = await lockJob(client, jobId, visibleOwner(caller));
     if (!job) throw notFound('job', jobId);
     if (job.completedBy) {
       throw new DomainError('JOB_CLOSED', `Job ${jobId} already SUCCEEDED; there is nothing to cancel.`, { jobId });
     }
     const now = core.clock.now();
-    if ((await cancelJobIfOpen(client, jobId, now)) === undefined) return; // already cancelled
+    if ((await cancelJobIfOpen(client, jobId, now)) === undefined) return undefined; // already cancelled
     const events: NewEvent[] = [];
     const live = await findLiveAttempt(client, jobId);
-    if (live) {
-      await moveAttempt(client, { id: live.id, to: 'CANCELLED', now, error: 'job cancelled', onlyFrom: LIVE_ATTEMPT_STATES });
-      events.push({ type: 'ATTEMPT_CANCELLED', attemptId: live.id, message: 'job cancelled' });
-    }
+    const cancelled = live
+      ? await moveAttempt(client, { id: live.id, to: 'CANCELLED', now, error: 'job cancelled', onlyFrom: LIVE_ATTEMPT_STATES })
+      : undefined;
+    if (cancelled) events.push({ type: 'ATTEMPT_CANCELLED', attemptId: cancelled.id, message: 'job cancelled' });
     events.push({ type: 'JOB_CANCELLED', message: `cancelled by ${caller.ownerName}` });
     await appendEvents(client, jobId, now, events);
+    return cancelled;
   });
+  if (cancelledAttempt) askProviderToCancel(core, cancelledAttempt);
   return (await findJob(core.pool, jobId, undefined))!;
 }
 
+/**
+ * Asks the provider to stop working on a cancelled attempt, where it can (after the cancel committed:
+ * the cancel stands whatever the provider answers). Its result may still arrive and is then judged
+ * like any late result.
+ */
+function askProviderToCancel(core: Core, attempt: Attempt): void {
+  const adapter = core.providers.adapter(attempt.provider);
+  if (!adapter?.cancel) return;
+  adapter
+    .cancel({ attemptId: attempt.id, providerRequestId: attempt.providerRequestId ?? undefined }, AbortSignal.timeout(PROVIDER_CANCEL_TIMEOUT_MS))
+    .catch((err: unknown) => core.log.warn({ err, attemptId: attempt.id }, 'the provider could not be asked to cancel'));
+}
+
+const PROVIDER_CANCEL_TIMEOUT_MS = 10_000;
+
 /** Resolves a live attempt out of band: it stops blocking the job; a late result may still win. */
 export async function cancelAttempt(core: Core, caller: Caller, attemptId: string, reason: string): Promise<Attempt> {
-  return inTransaction(core.pool, async (client) => {
+  const cancelled = await inTransaction(core.pool, async (client) => {
     const jobId = await findJobIdOfAttempt(client, attemptId);
     if (!jobId || !(await lockJob(client, jobId, visibleOwner(caller)))) throw notFound('attempt', attemptId);
     const now = core.clock.now();
@@ -59,4 +76,6 @@ export async function cancelAttempt(core: Core, caller: Caller, attemptId: strin
     ]);
     return cancelled;
   });
+  askProviderToCancel(core, cancelled);
+  return cancelled;
 }

@@ -41,30 +41,52 @@ const OUTCOME_OF_FINAL_STATE: Partial<Record<AttemptState, ReportOutcome>> = {
   DISCARDED: 'DISCARDED',
 };
 
-/**
- * Settles one attempt with a result or an error. `source` names who delivered it, for the log.
- * ownerId limits it to that owner's attempts (undefined: operators and the service itself).
- */
+export interface SettleOptions {
+  /** Limits it to that owner's attempts (undefined: operators and the service itself). */
+  ownerId?: number;
+  /**
+   * The runner's fencing token. A runner's claim on an attempt lasts until the attempt's deadline; after
+   * that the attempt is UNKNOWN and belongs to reconciliation and operators. The write happens only if
+   * the attempt carries this token and its deadline has not passed; otherwise LeaseLostError, nothing
+   * written. (Within the lease a result follows the usual rules: a cancelled attempt's may still win.)
+   */
+  fence?: number;
+  usageTokens?: number;
+  providerRequestId?: string;
+}
+
+/** The runner's claim on the attempt no longer holds: its deadline passed while the provider had it. */
+export class LeaseLostError extends Error {
+  constructor(readonly attempt: Attempt) {
+    super(`the claim on attempt ${attempt.id} (now ${attempt.state}) ended at its deadline ${attempt.deadlineAt.toISOString()}`);
+  }
+}
+
+/** Settles one attempt with a result or an error. `source` names who delivered it, for the log. */
 export async function settleAttempt(
   core: Core,
   attemptId: string,
   outcome: AttemptOutcome,
   source: string,
-  ownerId?: number,
+  options: SettleOptions = {},
 ): Promise<Settlement> {
   const settlement = await inTransaction(core.pool, async (client) => {
     const jobId = await findJobIdOfAttempt(client, attemptId);
-    const job = jobId ? await lockJob(client, jobId, ownerId) : undefined;
+    const job = jobId ? await lockJob(client, jobId, options.ownerId) : undefined;
     if (!job) throw notFound('attempt', attemptId);
     // Read under the job's lock: nothing else can move this attempt until we commit.
     const attempt = (await findAttempt(client, attemptId))!;
+    if (options.fence !== undefined && (attempt.leaseToken !== options.fence || core.clock.now() >= attempt.deadlineAt)) {
+      throw new LeaseLostError(attempt);
+    }
     const settled = OUTCOME_OF_FINAL_STATE[attempt.state];
     if (settled) return { attempt, jobId: job.id, outcome: settled, changed: false };
 
-    if ('error' in outcome) return fail(client, core, job, attempt, outcome.error);
+    const extra = { usageTokens: options.usageTokens, providerRequestId: options.providerRequestId };
+    if ('error' in outcome) return fail(client, core, job, attempt, outcome.error, extra);
     const check = checkOutput(OPERATIONS.get(job.operation)!, job.input, outcome.result);
-    if (!check.ok) return fail(client, core, job, attempt, check.reason);
-    return complete(client, core, job, attempt, outcome.result);
+    if (!check.ok) return fail(client, core, job, attempt, check.reason, extra);
+    return complete(client, core, job, attempt, outcome.result, extra);
   });
   // Logged after commit: a transaction that is rolled back and run again must not log twice.
   if (settlement.loss) {
@@ -78,9 +100,11 @@ export async function settleAttempt(
 }
 
 /** A definitive failure: FAILED, then (for an attempt that was live) the next fallback or JOB_FAILED. */
-async function fail(client: PoolClient, core: Core, job: Job, attempt: Attempt, reason: string): Promise<Settlement> {
+type Extra = { usageTokens?: number; providerRequestId?: string };
+
+async function fail(client: PoolClient, core: Core, job: Job, attempt: Attempt, reason: string, extra: Extra): Promise<Settlement> {
   const now = core.clock.now();
-  const failed = (await moveAttempt(client, { id: attempt.id, to: 'FAILED', now, error: reason }))!;
+  const failed = (await moveAttempt(client, { id: attempt.id, to: 'FAILED', now, error: reason, ...extra }))!;
   const failureEvent = { type: 'ATTEMPT_FAILED' as const, attemptId: attempt.id, message: reason };
   // A CANCELLED attempt was already resolved out of band, and a closed job takes no new attempt:
   // its late failure is recorded, nothing is started.
@@ -93,11 +117,11 @@ async function fail(client: PoolClient, core: Core, job: Job, attempt: Attempt, 
 }
 
 /** Rules 11, 12: the compare-and-swap decides; the loser is DISCARDED, logged and streamed. */
-async function complete(client: PoolClient, core: Core, job: Job, attempt: Attempt, result: unknown): Promise<Settlement> {
+async function complete(client: PoolClient, core: Core, job: Job, attempt: Attempt, result: unknown, extra: Extra): Promise<Settlement> {
   const now = core.clock.now();
   const version = await completeJobIfStillOpen(client, { jobId: job.id, readVersion: attempt.readVersion, attemptId: attempt.id, result });
   if (version !== undefined) {
-    const won = (await moveAttempt(client, { id: attempt.id, to: 'SUCCEEDED', now }))!;
+    const won = (await moveAttempt(client, { id: attempt.id, to: 'SUCCEEDED', now, ...extra }))!;
     await appendEvents(client, job.id, now, [
       { type: 'ATTEMPT_SUCCEEDED', attemptId: attempt.id, message: `attempt ${attempt.number} returned a result` },
       { type: 'JOB_SUCCEEDED', attemptId: attempt.id, message: `attempt ${attempt.number} won; version ${version}` },
@@ -109,7 +133,7 @@ async function complete(client: PoolClient, core: Core, job: Job, attempt: Attem
     : job.cancelledAt
       ? 'the job was cancelled'
       : `the job's version moved from ${attempt.readVersion} to ${job.version}`;
-  const discarded = (await moveAttempt(client, { id: attempt.id, to: 'DISCARDED', now }))!;
+  const discarded = (await moveAttempt(client, { id: attempt.id, to: 'DISCARDED', now, ...extra }))!;
   await recordRaceLoss(client, {
     jobId: job.id,
     loserAttemptId: attempt.id,

@@ -57,16 +57,25 @@ export async function findJobIdOfAttempt(q: Queryable, attemptId: string): Promi
  */
 export async function moveAttempt(
   client: PoolClient,
-  p: { id: string; to: AttemptState; now: Date; error?: string | null; onlyFrom?: readonly AttemptState[] },
+  p: {
+    id: string;
+    to: AttemptState;
+    now: Date;
+    error?: string | null;
+    onlyFrom?: readonly AttemptState[];
+    usageTokens?: number;
+    providerRequestId?: string;
+  },
 ): Promise<Attempt | undefined> {
   const allowed = statesThatMayMoveTo(p.to).filter((s) => !p.onlyFrom || p.onlyFrom.includes(s));
   const live = (LIVE_ATTEMPT_STATES as readonly AttemptState[]).includes(p.to);
   const { rows } = await client.query(
     `UPDATE attempts
-     SET state = $2, error = coalesce($4, error), finished_at = CASE WHEN $5 THEN NULL ELSE $3::timestamptz END
+     SET state = $2, error = coalesce($4, error), finished_at = CASE WHEN $5 THEN NULL ELSE $3::timestamptz END,
+         usage_tokens = coalesce($7, usage_tokens), provider_request_id = coalesce($8, provider_request_id)
      WHERE id = $1 AND state = ANY($6::attempt_state[])
      RETURNING *`,
-    [p.id, p.to, p.now, p.error ?? null, live, allowed],
+    [p.id, p.to, p.now, p.error ?? null, live, allowed, p.usageTokens ?? null, p.providerRequestId ?? null],
   );
   return rows[0] ? toAttempt(rows[0]) : undefined;
 }

@@ -12,6 +12,13 @@ export interface Attempt {
   startedAt: Date;
   deadlineAt: Date;
   finishedAt: Date | null;
+  /** The instance that sent it to its provider, and the fencing token of that claim. */
+  dispatchedBy: string | null;
+  leaseToken: number | null;
+  /** The provider's own id for the request, where it gave one. */
+  providerRequestId: string | null;
+  promptTokens: number | null;
+  usageTokens: number | null;
 }
 
 export interface Job {
@@ -69,6 +76,11 @@ export function toAttempt(r: Row): Attempt {
     startedAt: date(r.started_at),
     deadlineAt: date(r.deadline_at),
     finishedAt: dateOrNull(r.finished_at),
+    dispatchedBy: (r.dispatched_by as string | null) ?? null,
+    leaseToken: r.lease_token == null ? null : Number(r.lease_token),
+    providerRequestId: (r.provider_request_id as string | null) ?? null,
+    promptTokens: (r.prompt_tokens as number | null) ?? null,
+    usageTokens: (r.usage_tokens as number | null) ?? null,
   };
 }
 

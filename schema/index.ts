@@ -5,8 +5,10 @@ import './enums.ts';
 import './attempt.ts';
 import './job.ts';
 import './event.ts';
+import './provider.ts';
 import '../resolvers/query.ts';
 import '../resolvers/mutation.ts';
 import '../resolvers/subscription.ts';
+import '../resolvers/providers.ts';
 
 export const schema = builder.toSchema({ sortSchema: false });

@@ -27,13 +27,14 @@ export interface Instance {
 /** Starts an instance; it is stopped after the file's tests unless stopped before. */
 export async function startInstance(
   databaseUrl: string,
-  opts: { config?: Config; clock?: Clock; sweepDeadlines?: boolean } = {},
+  opts: { config?: Config; clock?: Clock; sweepDeadlines?: boolean; dispatchAttempts?: boolean } = {},
 ): Promise<Instance> {
   const app = buildApp({
     config: opts.config ?? TEST_CONFIG ?? DEFAULT_CONFIG,
     databaseUrl,
     clock: opts.clock,
     sweepDeadlines: opts.sweepDeadlines,
+    dispatchAttempts: opts.dispatchAttempts,
     log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'),
   });
   const url = await app.start(0);

@@ -1,0 +1,30 @@
+import { latestCertifications } from '../db/certifications.ts';
+import { OPERATIONS } from '../providers/operations/index.ts';
+import { builder } from '../schema/builder.ts';
+import { ProviderRef, type ProviderShape } from '../schema/provider.ts';
+
+builder.queryField('providers', (t) =>
+  t.field({
+    type: [ProviderRef],
+    description: 'The configured providers and their contract certifications',
+    resolve: async (_, __, { core }) => {
+      const latest = await latestCertifications(core.pool);
+      return Promise.all(
+        core.providers.names().map(async (name): Promise<ProviderShape> => {
+          const config = core.providers.get(name)!;
+          const model = config.kind === 'manual' ? null : core.providers.model(name);
+          const certifications = latest
+            .filter((c) => c.provider === name)
+            .map((c) => {
+              const op = OPERATIONS.get(c.operation);
+              const current = !!op && c.model === model && c.templateVersion === op.prompt.version && c.outputSchemaHash === op.outputSchemaHash();
+              return { ...c, current };
+            });
+          const certifiedOperations: string[] = [];
+          for (const op of OPERATIONS.keys()) if (await core.providers.isCertified(core.pool, name, op)) certifiedOperations.push(op);
+          return { name, kind: config.kind, model, timeoutMs: config.timeoutMs, certifications, certifiedOperations };
+        }),
+      );
+    },
+  }),
+);
