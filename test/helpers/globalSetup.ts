@@ -18,7 +18,7 @@ let db: DatabaseLocation | undefined;
 let template: string | undefined;
 
 export async function setup(project: TestProject): Promise<void> {
-  db = await openDatabase();
+  db = await openDatabase(undefined, { throwaway: true });
   template = `onejob_template_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: db.adminUrl });
   await admin.connect();
