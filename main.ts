@@ -7,6 +7,10 @@ import { EmbeddedDatabaseError } from './db/embedded.ts';
 import { openDatabase } from './db/database.ts';
 import { countTokens } from './db/owners.ts';
 import { createLogger } from './log.ts';
+import { certifyProvider } from './providers/certification.ts';
+import type { Core } from './core/core.ts';
+import { findCurrentCertification } from './db/certifications.ts';
+import { OPERATIONS } from './providers/operations/index.ts';
 
 const log = createLogger();
 
@@ -18,6 +22,7 @@ async function main(): Promise<void> {
   const url = await app.start(port, process.env.HOST ?? '127.0.0.1');
   log.info({ url: `${url}/graphql`, embeddedDatabase: db.embedded }, 'onejob is serving');
 
+  void certifySimulatedProviders(app.core).catch((err) => log.error({ err }, 'certifying the simulated providers failed'));
   if (db.embedded && (await countTokens(app.core.pool)) === 0) await printDemoTokens(app.core.pool, url);
 
   let stopping = false;
@@ -31,6 +36,33 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+}
+
+/**
+ * Simulated providers are local and free to run, so their fixtures are run at start (in the
+ * background) when they have no certification under the current prompt and schema yet: a sim that
+ * behaves earns one, a sim that breaks contracts is recorded failing (and automatic failover to it stays
+ * blocked). Real providers are certified only on request (`onejob contract run`): that spends money.
+ */
+async function certifySimulatedProviders(core: Core): Promise<void> {
+  for (const name of core.providers.names()) {
+    if (core.providers.get(name)?.kind !== 'sim') continue;
+    const missing: string[] = [];
+    for (const op of OPERATIONS.values()) {
+      const current = await findCurrentCertification(core.pool, {
+        provider: name,
+        operation: op.name,
+        model: core.providers.model(name),
+        templateVersion: op.prompt.version,
+        outputSchemaHash: op.outputSchemaHash(),
+      });
+      if (!current) missing.push(op.name);
+    }
+    if (missing.length === 0) continue;
+    for (const c of await certifyProvider(core, name, missing)) {
+      log.info({ provider: name, operation: c.operation, passed: c.passed, failures: c.failures.length }, 'certified a simulated provider');
+    }
+  }
 }
 
 async function printDemoTokens(pool: Parameters<typeof createToken>[0], url: string): Promise<void> {
@@ -48,6 +80,15 @@ Try it:
   curl -s ${url}/graphql -H 'content-type: application/json' \\
     -H 'authorization: Bearer ${owner.token}' \\
     -d '{"query":"mutation { createJob(input: {idempotencyKey: \\"order-42\\", operation: \\"summarize\\", provider: \\"primary\\", fallbackProviders: [\\"backup\\"], input: {text: \\"A long text to summarize.\\"}}) { replayed job { id status attempts { id number state } } } }"}'
+
+The fallback demo: sim-slow never answers; after its 2 s deadline the attempt is UNKNOWN, reconciliation
+learns that sim-slow never processed it (FAILED), and the certified sim-fast takes over by itself:
+
+  curl -s ${url}/graphql -H 'content-type: application/json' \\
+    -H 'authorization: Bearer ${owner.token}' \\
+    -d '{"query":"mutation { createJob(input: {idempotencyKey: \\"demo-fallback\\", operation: \\"summarize\\", provider: \\"sim-slow\\", fallbackProviders: [\\"sim-fast\\"], input: {text: \\"The primary model is down today. The fallback answers instead, and only because it passed its contract tests.\\"}}) { job { id status } } }"}'
+
+  then, a few seconds later, ask for { job(id: \\"JOB_ID\\") { status result attempts { provider state error } } }
 
 More tokens: npx onejob token create --owner NAME [--role operator]
 
