@@ -1,6 +1,6 @@
 // createJob: one intent, one job (rules 1–6).
 import { randomUUID } from 'node:crypto';
-import { claimKeyAndCreateJob, findJobHoldingKey } from '../db/jobs.ts';
+import { claimKeyAndCreateJob, findJobHoldingKey, takeOverExpiredKey, type NewJob } from '../db/jobs.ts';
 import type { JobView } from '../db/rows.ts';
 import { OPERATIONS, checkInput } from '../providers/operations/index.ts';
 import type { Caller } from './caller.ts';
@@ -72,7 +72,7 @@ export async function createJob(core: Core, caller: Caller, req: CreateJobReques
 
   for (let tries = 1; tries <= MAX_CLAIM_TRIES; tries++) {
     const now = core.clock.now();
-    const claim = await claimKeyAndCreateJob(core.pool, {
+    const request: NewJob = {
       ownerId: caller.ownerId,
       idempotencyKey: req.idempotencyKey,
       jobId: randomUUID(),
@@ -87,9 +87,13 @@ export async function createJob(core: Core, caller: Caller, req: CreateJobReques
       keyExpiresAt: new Date(now.getTime() + 3 * core.config.idempotency.senderRetryWindowSeconds * 1000),
       attemptState: core.providers.dispatchesAtOnce(req.provider) ? 'RUNNING' : 'STARTING',
       attemptDeadlineMs: attemptTimeoutMs ?? core.providers.timeoutMs(req.provider),
-    });
+    };
+    let claim = await claimKeyAndCreateJob(core.pool, request);
+    if (claim.kind === 'expired') claim = await takeOverExpiredKey(core.pool, request);
     const job =
-      claim.kind === 'held-unseen' ? await findJobHoldingKey(core.pool, caller.ownerId, req.idempotencyKey, now) : claim.job;
+      claim.kind === 'held-unseen' || claim.kind === 'expired'
+        ? await findJobHoldingKey(core.pool, caller.ownerId, req.idempotencyKey, now)
+        : claim.job;
     if (!job) continue; // the holder's key expired between the two statements: claim again
     if (claim.kind === 'created') return { job, replayed: false };
     if (job.fingerprint !== fingerprint) {

@@ -25,25 +25,17 @@ export interface NewJob {
 export type ClaimResult =
   | { kind: 'created'; job: JobView }
   | { kind: 'held'; job: JobView }
+  /** The key is held by a job whose key has expired: take it over with takeOverExpiredKey. */
+  | { kind: 'expired' }
   /** Held by a request that committed while this statement ran: read it with findJobHoldingKey. */
   | { kind: 'held-unseen' };
 
 /**
- * createJob in one statement, for the new path and the replay path alike. The key row is the guard
- * (rule 1): inserting it either claims the key (and the same statement inserts the job, attempt 1 and
- * its events), takes over an expired key (rule 5), or finds it held. ON CONFLICT waits for a
- * concurrent holder to commit, but this statement's snapshot may predate that commit: then the holder
- * is invisible here and the caller reads it in a second statement.
+ * Inserts the job, attempt 1 and its events for a key row that `claimed` (a CTE yielding job_id)
+ * has just written: the shared tail of both claim statements.
  */
-const CLAIM_KEY_AND_CREATE_JOB = `
-WITH claimed AS (
-  INSERT INTO idempotency_keys AS k (owner_id, idempotency_key, job_id, created_at, expires_at)
-  VALUES ($1, $2, $3, $4, $5)
-  ON CONFLICT (owner_id, idempotency_key) DO UPDATE
-    SET job_id = EXCLUDED.job_id, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
-    WHERE k.expires_at <= EXCLUDED.created_at
-  RETURNING job_id
-), new_job AS (
+const CREATE_JOB_FOR_CLAIMED_KEY = `
+new_job AS (
   INSERT INTO jobs (id, owner_id, idempotency_key, operation, provider, fallback_providers, input,
                     attempt_timeout_ms, fingerprint, created_at, key_expires_at)
   SELECT job_id, $1, $2, $6, $7, $8, $9, $10, $11, $4, $5 FROM claimed
@@ -65,28 +57,69 @@ WITH claimed AS (
   WHERE e.seq <= CASE WHEN a.state = 'RUNNING' THEN 3 ELSE 2 END
   ORDER BY e.seq
   RETURNING seq
-), held AS (
-  -- Only a key that is still in force counts: an expired one seen in this snapshot may have just
-  -- been taken over by a concurrent request.
-  SELECT v.* FROM idempotency_keys k JOIN job_view v ON v.id = k.job_id
-  WHERE k.owner_id = $1 AND k.idempotency_key = $2 AND k.expires_at > $4
-    AND NOT EXISTS (SELECT FROM claimed)
-)
-SELECT j.*, job_status(j.completed_by, j.cancelled_at, a.state) AS status,
-       jsonb_build_array(to_jsonb(a)) AS attempts, false AS replayed, (SELECT count(*) FROM new_events) AS events
-FROM new_job j CROSS JOIN new_attempt a
+), created AS (
+  SELECT j.*, job_status(j.completed_by, j.cancelled_at, a.state) AS status,
+         jsonb_build_array(to_jsonb(a)) AS attempts, (SELECT count(*) FROM new_events) AS events
+  FROM new_job j CROSS JOIN new_attempt a
+)`;
+
+/**
+ * createJob in one statement, for the new path and the replay path alike. The key row is the guard
+ * (rule 1). When this statement's snapshot already shows the key, the answer is that job (or "expired")
+ * and nothing is written or locked, so any number of replays run side by side. Otherwise it inserts the
+ * key, and with it the job, attempt 1 and its events. ON CONFLICT DO NOTHING waits for a concurrent
+ * claimer to commit, but this snapshot predates that commit: then nothing is returned and the caller
+ * reads the holder in a second statement (only in that race).
+ */
+const CLAIM_KEY_AND_CREATE_JOB = `
+WITH held AS (
+  SELECT job_id, expires_at FROM idempotency_keys WHERE owner_id = $1 AND idempotency_key = $2
+), claimed AS (
+  INSERT INTO idempotency_keys (owner_id, idempotency_key, job_id, created_at, expires_at)
+  SELECT $1, $2, $3, $4, $5 WHERE NOT EXISTS (SELECT FROM held)
+  ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+  RETURNING job_id
+), ${CREATE_JOB_FOR_CLAIMED_KEY}
+SELECT c.*, 'created' AS claim FROM created c
 UNION ALL
-SELECT h.*, true, 0 FROM held h`;
+SELECT v.*, 0 AS events, CASE WHEN h.expires_at > $4 THEN 'held' ELSE 'expired' END
+FROM held h JOIN job_view v ON v.id = h.job_id`;
+
+/**
+ * Rule 5: an expired key is taken over by a new job. The conditional DO UPDATE lets exactly one of
+ * several concurrent requests take it; the others find it held (by the new job) in a second statement.
+ */
+const TAKE_OVER_EXPIRED_KEY = `
+WITH claimed AS (
+  INSERT INTO idempotency_keys AS k (owner_id, idempotency_key, job_id, created_at, expires_at)
+  VALUES ($1, $2, $3, $4, $5)
+  ON CONFLICT (owner_id, idempotency_key) DO UPDATE
+    SET job_id = EXCLUDED.job_id, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+    WHERE k.expires_at <= EXCLUDED.created_at
+  RETURNING job_id
+), ${CREATE_JOB_FOR_CLAIMED_KEY}
+SELECT c.*, 'created' AS claim FROM created c`;
+
+const claimParams = (n: NewJob) => [
+  n.ownerId, n.idempotencyKey, n.jobId, n.now, n.keyExpiresAt,
+  n.operation, n.provider, n.fallbackProviders, JSON.stringify(n.input), n.attemptTimeoutMs, n.fingerprint,
+  n.attemptId, n.attemptState, n.attemptDeadlineMs,
+];
+
+function toClaimResult(row: Record<string, unknown> | undefined): ClaimResult {
+  if (!row) return { kind: 'held-unseen' };
+  if (row.claim === 'expired') return { kind: 'expired' };
+  return { kind: row.claim === 'created' ? 'created' : 'held', job: toJobView(row) };
+}
 
 export async function claimKeyAndCreateJob(q: Queryable, n: NewJob): Promise<ClaimResult> {
-  const { rows } = await q.query(CLAIM_KEY_AND_CREATE_JOB, [
-    n.ownerId, n.idempotencyKey, n.jobId, n.now, n.keyExpiresAt,
-    n.operation, n.provider, n.fallbackProviders, JSON.stringify(n.input), n.attemptTimeoutMs, n.fingerprint,
-    n.attemptId, n.attemptState, n.attemptDeadlineMs,
-  ]);
-  const row = rows[0];
-  if (!row) return { kind: 'held-unseen' };
-  return { kind: row.replayed ? 'held' : 'created', job: toJobView(row) };
+  const { rows } = await q.query(CLAIM_KEY_AND_CREATE_JOB, claimParams(n));
+  return toClaimResult(rows[0]);
+}
+
+export async function takeOverExpiredKey(q: Queryable, n: NewJob): Promise<ClaimResult> {
+  const { rows } = await q.query(TAKE_OVER_EXPIRED_KEY, claimParams(n));
+  return toClaimResult(rows[0]);
 }
 
 export async function findJobHoldingKey(q: Queryable, ownerId: number, key: string, now: Date): Promise<JobView | undefined> {

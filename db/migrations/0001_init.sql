@@ -194,11 +194,14 @@ CREATE TRIGGER job_events_append_only BEFORE UPDATE OR DELETE ON job_events
 
 -- The wake-up for subscribers on every instance. It carries only "job J has events up to seq S":
 -- the table is the truth, so a lost notification delays an event but cannot lose it.
+-- A new job's first events wake nobody: no one can have subscribed to a job before it exists, and a
+-- subscriber reads stored events first. Skipping them matters: a transaction that notifies takes a
+-- database-wide lock at commit, which would serialise every createJob.
 CREATE FUNCTION job_events_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   r record;
 BEGIN
-  FOR r IN SELECT job_id, max(seq) AS seq FROM appended GROUP BY job_id LOOP
+  FOR r IN SELECT job_id, max(seq) AS seq FROM appended GROUP BY job_id HAVING min(seq) > 1 LOOP
     PERFORM pg_notify('onejob_job_events', r.job_id::text || ':' || r.seq::text);
   END LOOP;
   RETURN NULL;
