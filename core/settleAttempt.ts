@@ -70,25 +70,13 @@ export async function settleAttempt(
   source: string,
   options: SettleOptions = {},
 ): Promise<Settlement> {
-  const settlement = await inTransaction(core.pool, async (client) => {
-    const jobId = await findJobIdOfAttempt(client, attemptId);
-    const job = jobId ? await lockJob(client, jobId, options.ownerId) : undefined;
-    if (!job) throw notFound('attempt', attemptId);
-    // Read under the job's lock: nothing else can move this attempt until we commit.
-    const attempt = (await findAttempt(client, attemptId))!;
-    if (options.fence !== undefined && (attempt.leaseToken !== options.fence || core.clock.now() >= attempt.deadlineAt)) {
-      throw new LeaseLostError(attempt);
-    }
-    const settled = OUTCOME_OF_FINAL_STATE[attempt.state];
-    if (settled) return { attempt, jobId: job.id, outcome: settled, changed: false };
+  const settlement = await inTransaction(core.pool, (client) => settleAttemptWithin(client, core, attemptId, outcome, options));
+  logSettlement(core, settlement, source);
+  return settlement;
+}
 
-    const extra = { usageTokens: options.usageTokens, providerRequestId: options.providerRequestId };
-    if ('error' in outcome) return fail(client, core, job, attempt, outcome.error, extra);
-    const check = checkOutput(OPERATIONS.get(job.operation)!, job.input, outcome.result);
-    if (!check.ok) return fail(client, core, job, attempt, check.reason, extra);
-    return complete(client, core, job, attempt, outcome.result, extra);
-  });
-  // Logged after commit: a transaction that is rolled back and run again must not log twice.
+/** Logs what only becomes true at commit: call it after the transaction that settled. */
+export function logSettlement(core: Core, settlement: Settlement, source: string): void {
   if (settlement.loss) {
     const { loss } = settlement;
     core.log.warn(
@@ -96,7 +84,35 @@ export async function settleAttempt(
       `late result of attempt ${loss.loserAttemptNumber} of job ${loss.jobId} discarded: ${loss.reason}`,
     );
   }
-  return settlement;
+}
+
+/**
+ * settleAttempt's work inside a transaction the caller owns (e.g. together with recording a webhook
+ * delivery, so both commit or neither). The caller logs with logSettlement after commit.
+ */
+export async function settleAttemptWithin(
+  client: PoolClient,
+  core: Core,
+  attemptId: string,
+  outcome: AttemptOutcome,
+  options: SettleOptions = {},
+): Promise<Settlement> {
+  const jobId = await findJobIdOfAttempt(client, attemptId);
+  const job = jobId ? await lockJob(client, jobId, options.ownerId) : undefined;
+  if (!job) throw notFound('attempt', attemptId);
+  // Read under the job's lock: nothing else can move this attempt until we commit.
+  const attempt = (await findAttempt(client, attemptId))!;
+  if (options.fence !== undefined && (attempt.leaseToken !== options.fence || core.clock.now() >= attempt.deadlineAt)) {
+    throw new LeaseLostError(attempt);
+  }
+  const settled = OUTCOME_OF_FINAL_STATE[attempt.state];
+  if (settled) return { attempt, jobId: job.id, outcome: settled, changed: false };
+
+  const extra = { usageTokens: options.usageTokens, providerRequestId: options.providerRequestId };
+  if ('error' in outcome) return fail(client, core, job, attempt, outcome.error, extra);
+  const check = checkOutput(OPERATIONS.get(job.operation)!, job.input, outcome.result);
+  if (!check.ok) return fail(client, core, job, attempt, check.reason, extra);
+  return complete(client, core, job, attempt, outcome.result, extra);
 }
 
 /** A definitive failure: FAILED, then (for an attempt that was live) the next fallback or JOB_FAILED. */
