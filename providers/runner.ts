@@ -115,9 +115,13 @@ export class AttemptRunner {
     if (!fits.ok) return this.write(attempt, { kind: 'failed', reason: fits.reason });
 
     const untilDeadline = attempt.deadlineAt.getTime() - core.clock.now().getTime();
-    // The claim ends at the deadline (counting the prompt took time): past it, the attempt is UNKNOWN and
-    // no longer this runner's to send, or an operator's retry could run alongside a request sent late.
-    if (untilDeadline <= 0) return this.write(attempt, { kind: 'unknown', reason: 'the deadline passed before the request was sent' });
+    // The claim ends at the deadline (counting the prompt or the database took that long): past it, the
+    // attempt is not this runner's to send any more — a request sent late could run alongside an operator's
+    // retry. Nothing was sent; the deadline sweep turns it UNKNOWN (rule 9), as for an instance that died.
+    if (untilDeadline <= 0) {
+      core.log.warn({ attemptId: attempt.id, jobId: attempt.jobId }, 'the attempt reached its deadline before it could be sent; not sent');
+      return;
+    }
     const deadline = setTimeout(() => controller.abort('deadline'), Math.max(0, untilDeadline));
     try {
       let outcome: CallOutcome = await adapter.call({
@@ -131,8 +135,16 @@ export class AttemptRunner {
         deadline: attempt.deadlineAt,
         onAccepted: (providerRequestId) => this.markRunning(attempt, fence, providerRequestId),
       });
-      while (outcome.kind === 'pending' && adapter.retrieve && (await sleep(RETRIEVE_INTERVAL_MS, controller.signal))) {
-        outcome = await adapter.retrieve({ attemptId: attempt.id, providerRequestId: outcome.providerRequestId }, controller.signal);
+      // A poll that cannot tell (a 5xx or a dropped connection on GET) says nothing about the request the
+      // provider holds: keep asking until the deadline, rather than give the claim up as UNKNOWN at once.
+      const providerRequestId = outcome.kind === 'pending' ? outcome.providerRequestId : undefined;
+      while (
+        providerRequestId &&
+        (outcome.kind === 'pending' || outcome.kind === 'unknown') &&
+        adapter.retrieve &&
+        (await sleep(RETRIEVE_INTERVAL_MS, controller.signal))
+      ) {
+        outcome = await adapter.retrieve({ attemptId: attempt.id, providerRequestId }, controller.signal);
       }
       if (outcome.kind === 'pending') {
         outcome = { kind: 'unknown', reason: `no outcome before ${String(controller.signal.reason ?? 'the deadline')}`, providerRequestId: outcome.providerRequestId };

@@ -13,6 +13,8 @@ import { anthropicAdapter } from '../providers/adapters/anthropic.ts';
 import { openaiAdapter } from '../providers/adapters/openai.ts';
 import type { ProviderAdapter } from '../providers/adapters/types.ts';
 import { certifyProvider } from '../providers/certification.ts';
+import { OPERATIONS } from '../providers/operations/index.ts';
+import { checkPromptFits } from '../providers/tokenizers.ts';
 import { startAnthropicFake, type AnthropicFake } from './fakes/anthropicFake.ts';
 import { startOpenAIFake, type OpenAIFake } from './fakes/openaiFake.ts';
 import type { Endpoint, ScriptEntry } from './fakes/script.ts';
@@ -464,6 +466,11 @@ describe('end to end: jobs on openai and anthropic providers', () => {
         backup: { kind: 'manual', timeoutMs: 30_000 },
       },
     });
+    // The runner counts a prompt's tokens before sending it; building a tokenizer the first time takes up
+    // to a second, which would eat a 300 ms attempt's whole budget. Build both now.
+    const prompt = OPERATIONS.get('summarize')!.prompt.render(SUMMARIZE_INPUT);
+    checkPromptFits('openai', 'gpt-4.1-mini', prompt, 4096, undefined);
+    checkPromptFits('anthropic', 'claude-sonnet-4-5', prompt, 4096, undefined);
     api = await startInstance(db.url, { config });
     owner = await makeToken(db.pool, 'adapters-owner');
     const certs = await certifyProvider(api.app.core, 'gpt-backup', ['summarize']);
@@ -595,6 +602,20 @@ describe('end to end: jobs on openai and anthropic providers', () => {
     expectOneRequestPerAttempt(job);
   });
 
+  it('openai background: a poll that fails (HTTP 500 on retrieve) is not the attempt’s outcome; polling goes on', async () => {
+    gptBg.script({ kind: 'status', status: 500, endpoint: 'responses.retrieve' });
+    const created = await createJob({ provider: 'gpt-bg', first: { kind: 'ok', output: GOOD } });
+    const attemptId = created.attempts[0]!.id;
+    const job = await jobWhen(created.id, (j) => j.status === 'SUCCEEDED', 'the background job to succeed');
+    expect(job.result).toEqual(GOOD);
+    // RUNNING the whole time: the provider has the request and the runner still holds its claim.
+    expect((await attemptEvents(attemptId)).map((e) => e.type)).toEqual(['ATTEMPT_STARTED', 'ATTEMPT_RUNNING', 'ATTEMPT_SUCCEEDED', 'JOB_SUCCEEDED']);
+    const responseId = requestsOf('gpt-bg', attemptId)[0]!.providerId;
+    const polls = gptBg.requests.filter((r) => r.endpoint === 'responses.retrieve' && r.path === `/v1/responses/${responseId}`);
+    expect(polls.map((r) => r.status)).toEqual([500, 200, 200]);
+    expectOneRequestPerAttempt(job);
+  });
+
   it('4xx: the attempt is FAILED with the provider’s message; no fallback, so the job is FAILED', async () => {
     const created = await createJob({ provider: 'gpt', first: { kind: 'status', status: 400, message: 'Unsupported parameter: frobnicate.' } });
     const job = await jobWhen(created.id, (j) => j.status === 'FAILED', 'the job to fail');
@@ -623,6 +644,36 @@ describe('end to end: jobs on openai and anthropic providers', () => {
     expect(after.attempts).toHaveLength(1);
     expect(after.attempts[0]!.state).toBe('UNKNOWN');
     expectOneRequestPerAttempt(after);
+  });
+
+  it('an attempt whose deadline passes before it could be sent is never sent late (the database stalls 600 ms)', async () => {
+    // Recording the prompt's token count is the runner's last step before sending; a stall there (here a
+    // trigger in this test's own database) carries the attempt past its deadline with its claim ended.
+    // First one job through, so that the tokenizer is built and a connection to the provider is open:
+    // then nothing else slows the late send down enough for the deadline's abort to stop it by luck.
+    const warm = await createJob({ provider: 'gpt' });
+    await jobWhen(warm.id, (j) => j.status === 'SUCCEEDED', 'a first job to succeed');
+    await db.pool.query(`
+      CREATE FUNCTION adapters_test_stall() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.prompt_tokens IS DISTINCT FROM OLD.prompt_tokens THEN PERFORM pg_sleep(0.6); END IF;
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER adapters_test_stall BEFORE UPDATE ON attempts FOR EACH ROW EXECUTE FUNCTION adapters_test_stall();`);
+    try {
+      const created = await createJob({ provider: 'gpt', attemptTimeoutMs: 300, fallbackProviders: ['backup'] });
+      const attemptId = created.attempts[0]!.id;
+      const job = await jobWhen(created.id, (j) => j.attempts[0]!.state === 'UNKNOWN', 'the attempt to go UNKNOWN');
+      await eventually(async () => (await attemptRow(attemptId)).prompt_tokens > 0 && api.app.runner.callsInFlight() === 0, 'the runner to be done with it');
+      expect(requestsOf('gpt', attemptId)).toEqual([]);
+      expect((await readJob(created.id)).attempts).toMatchObject([{ state: 'UNKNOWN' }]);
+      const events = await attemptEvents(attemptId);
+      expect(events.map((e) => e.type)).toEqual(['ATTEMPT_STARTED', 'ATTEMPT_UNKNOWN']);
+      expect(events[1]!.message).toMatch(/^no outcome by the deadline/); // the deadline sweep's (rule 9)
+      expect(job.status).toBe('UNKNOWN');
+    } finally {
+      await db.pool.query('DROP TRIGGER adapters_test_stall ON attempts; DROP FUNCTION adapters_test_stall()');
+    }
   });
 
   it('connection reset after the request was sent: UNKNOWN before the deadline; the fallback is not started', async () => {
@@ -726,7 +777,6 @@ describe('end to end: jobs on openai and anthropic providers', () => {
 
   it('every outcome above: never more than one generation request per attempt id', async () => {
     const { rows } = await db.pool.query<{ id: string; provider: string }>(`SELECT id, provider FROM attempts WHERE provider <> 'backup'`);
-    expect(rows.length).toBeGreaterThan(10);
     for (const a of rows) {
       const n = requestsOf(a.provider, a.id).length;
       expect(n, `attempt ${a.id} on ${a.provider}`).toBeLessThanOrEqual(1);

@@ -31,13 +31,15 @@ export type Content =
 
 /** The label list and text of a classify prompt: `Labels: ["a","b"]\n\nText:\n...`. */
 export function parseClassifyPrompt(user: string): { labels: string[]; text: string } | undefined {
-  const match = /^Labels: (\[.*\])$/m.exec(user);
+  // The classify prompt: "Labels (n):\n[…json…]\n\n<text>\n…\n</text>" (older: "Labels: […]\n\nText:\n…").
+  const match = /^Labels(?: \(\d+\))?:[ \n](\[.*\])$/m.exec(user);
   if (!match) return undefined;
   try {
     const labels: unknown = JSON.parse(match[1]!);
     if (!Array.isArray(labels) || !labels.every((l) => typeof l === 'string')) return undefined;
+    const wrapped = /<text>\n([\s\S]*)\n<\/text>/.exec(user);
     const at = user.indexOf('Text:\n');
-    return { labels, text: at >= 0 ? user.slice(at + 'Text:\n'.length) : '' };
+    return { labels, text: wrapped ? wrapped[1]! : at >= 0 ? user.slice(at + 'Text:\n'.length) : '' };
   } catch {
     return undefined;
   }
