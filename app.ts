@@ -16,7 +16,9 @@ import { systemClock, type Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import { Authenticator, bearerToken } from './core/auth.ts';
 import type { Core } from './core/core.ts';
+import { startCallbackDelivery, type CallbackDeliveryTuning } from './core/callbackDelivery.ts';
 import { startDeadlineSweeper } from './core/deadlines.ts';
+import { DEFAULT_KEY_EXPIRY, keyExpiryMetrics, startKeyExpirySweeper } from './core/keyExpiry.ts';
 import { DomainError } from './core/errors.ts';
 import { JobEventHub } from './core/eventHub.ts';
 import { migrate } from './db/migrate.ts';
@@ -28,6 +30,7 @@ import { ProviderRegistry } from './providers/registry.ts';
 import { AttemptRunner } from './providers/runner.ts';
 import type { GraphQLContext } from './schema/context.ts';
 import { schema } from './schema/index.ts';
+import { createInboundWebhookHandler, isInboundWebhookPath } from './webhooks/inbound.ts';
 
 /** Bodies above this are refused with 413 before they are parsed. */
 export const MAX_REQUEST_BODY_BYTES = 1024 * 1024;
@@ -42,6 +45,12 @@ export interface AppOptions {
   sweepDeadlines?: boolean;
   /** Run the attempt runner and the reconciler (default true). */
   dispatchAttempts?: boolean;
+  /** Run the sweep that deletes expired deduplication keys (default true). */
+  expireKeys?: boolean;
+  /** Run the callback delivery worker (default true). */
+  deliverCallbacks?: boolean;
+  /** Its poll interval, request timeout and backoff (tests shorten the backoff). */
+  callbackDelivery?: Partial<CallbackDeliveryTuning>;
 }
 
 export interface App {
@@ -68,6 +77,10 @@ export function buildApp(options: AppOptions): App {
   const runner = new AttemptRunner(core, options.databaseUrl, `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`);
   const authenticator = new Authenticator(pool);
   const maskError = createMaskError(log);
+  // One registry per app: prom-client's global one refuses a second app in the same process (tests).
+  const metricsRegistry = new Registry();
+  const expiryMetrics = keyExpiryMetrics(metricsRegistry);
+  const inboundWebhooks = createInboundWebhookHandler(core);
 
   async function contextFor(authorization: unknown): Promise<GraphQLContext> {
     const caller = await authenticator.authenticate(typeof authorization === 'string' ? bearerToken(authorization) : undefined);
@@ -99,7 +112,7 @@ export function buildApp(options: AppOptions): App {
         maxTokens: { n: 2000 },
         maxDirectives: { n: 20 },
       }),
-      usePrometheus({ registry: new Registry(), endpoint: '/metrics' }),
+      usePrometheus({ registry: metricsRegistry, endpoint: '/metrics' }),
       useContractErrorCodes(maskError),
     ],
   });
@@ -112,6 +125,7 @@ export function buildApp(options: AppOptions): App {
     res.once('finish', () => {
       if (!req.complete && !socket.destroyed) socket.end();
     });
+    if (isInboundWebhookPath(req.url)) return void inboundWebhooks(req, res);
     return yoga(req, res);
   });
 
@@ -162,6 +176,8 @@ export function buildApp(options: AppOptions): App {
 
   let sweeper: { stop(): Promise<void> } | undefined;
   let reconciler: { stop(): Promise<void> } | undefined;
+  let callbackDelivery: { stop(): Promise<void> } | undefined;
+  let keyExpiry: { stop(): Promise<void> } | undefined;
   let dispatching = false;
   let url = '';
 
@@ -176,6 +192,11 @@ export function buildApp(options: AppOptions): App {
       await migrate(pool);
       await hub.start();
       if (options.sweepDeadlines !== false) sweeper = startDeadlineSweeper(core);
+      if (options.deliverCallbacks !== false) callbackDelivery = startCallbackDelivery(core, options.callbackDelivery);
+      if (options.expireKeys !== false) {
+        const { sweepIntervalSeconds, batchSize } = options.config.expiry;
+        keyExpiry = startKeyExpirySweeper(core, { ...DEFAULT_KEY_EXPIRY, intervalMs: sweepIntervalSeconds * 1000, batchSize }, expiryMetrics);
+      }
       if (options.dispatchAttempts !== false) {
         await runner.start();
         reconciler = startReconciler(core);
@@ -190,6 +211,8 @@ export function buildApp(options: AppOptions): App {
       return url;
     },
     async stop() {
+      await keyExpiry?.stop();
+      await callbackDelivery?.stop();
       await reconciler?.stop();
       if (dispatching) await runner.stop();
       await sweeper?.stop();

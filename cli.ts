@@ -1,4 +1,5 @@
 // The `onejob` command: `onejob token create --owner NAME [--role operator]` prints one token.
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { systemClock } from './clock.ts';
 import { loadConfig } from './config.ts';
@@ -9,6 +10,9 @@ import { createPool, type Pool } from './db/pool.ts';
 import { createLogger } from './log.ts';
 import { CertificationError, certifyProvider } from './providers/certification.ts';
 import { ProviderRegistry } from './providers/registry.ts';
+import { parseLog } from './replay/messages.ts';
+import { replayLog } from './replay/replay.ts';
+import { snapshot } from './replay/snapshot.ts';
 
 const USAGE = `usage:
   onejob token create --owner NAME [--role owner|operator]
@@ -16,7 +20,39 @@ const USAGE = `usage:
   onejob contract run --provider NAME [--operation OP]
       Runs the operations' fixtures through the provider (ONEJOB_CONFIG names its configuration),
       checks every output against the contract, and records the certification. Exit 0 when all pass.
-Both use DATABASE_URL, or without it the embedded database of the working directory.`;
+  onejob replay FILE [--url http://127.0.0.1:4000] [--tokens .onejob/replay-tokens.json]
+      Plays a recorded message log (JSON lines: createJob, reportAttemptResult, cancelAttempt,
+      cancelJob, webhook) against the running service, in order, and prints what it answered.
+  onejob snapshot
+      Prints a canonical dump of the whole state, to compare two states byte for byte.
+All use DATABASE_URL, or without it the embedded database of the working directory.`;
+
+async function replayCommand(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { url: { type: 'string', default: 'http://127.0.0.1:4000' }, tokens: { type: 'string', default: '.onejob/replay-tokens.json' } },
+  });
+  const file = positionals[0];
+  if (!file) {
+    process.stderr.write(`replay needs a FILE\n${USAGE}\n`);
+    return 2;
+  }
+  const messages = parseLog(readFileSync(file, 'utf8'));
+  const config = loadConfig();
+  return withDatabase(async (pool) => {
+    const summary = await replayLog(messages, { url: values.url!.replace(/\/+$/, ''), db: pool, config, tokensFile: values.tokens! });
+    process.stdout.write(`${JSON.stringify(summary)}\n`);
+    return 0;
+  });
+}
+
+async function snapshotCommand(): Promise<number> {
+  return withDatabase(async (pool) => {
+    process.stdout.write(await snapshot(pool));
+    return 0;
+  });
+}
 
 /** Opens the database, applies migrations, runs fn, and closes everything whatever happens. */
 async function withDatabase<T>(fn: (pool: Pool) => Promise<T>): Promise<T> {
@@ -83,14 +119,20 @@ async function run(argv: string[]): Promise<number> {
   const [group, command, ...rest] = argv;
   if (group === 'token' && command === 'create') return tokenCreate(rest);
   if (group === 'contract' && command === 'run') return contractRun(rest);
+  if (group === 'replay') return replayCommand(argv.slice(1));
+  if (group === 'snapshot') return snapshotCommand();
   process.stderr.write(`${USAGE}\n`);
   return group === undefined || group === '--help' || group === 'help' ? 0 : 2;
 }
 
+// exitCode, not exit(): exiting at once would cut off stdout still being written to a pipe (a
+// snapshot is megabytes). Everything is closed by then, so the process ends by itself.
 run(process.argv.slice(2)).then(
-  (code) => process.exit(code),
+  (code) => {
+    process.exitCode = code;
+  },
   (err) => {
     process.stderr.write(`onejob: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(1);
+    process.exitCode = 1;
   },
 );

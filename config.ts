@@ -13,8 +13,18 @@ const envName = z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable 
 /** The model's context window in tokens, where the built-in table (providers/tokenizers.ts) does not know it. */
 const contextTokens = z.number().int().min(1024).optional();
 
+/**
+ * Inbound result webhooks (CONTRACT.md section 8), on every kind of provider. Only a provider with
+ * webhookSecretEnv (naming the variable that holds its `whsec_…` secret) accepts POST /webhooks/{name};
+ * a delivery's dedup key lives 3 × senderRetryWindowSeconds.
+ */
+const inboundWebhooks = {
+  webhookSecretEnv: envName.optional(),
+  senderRetryWindowSeconds: z.number().int().min(1).max(31_536_000).default(DEFAULT_SENDER_RETRY_WINDOW_SECONDS),
+};
+
 /** Hands each attempt to a person or an outside system at once and waits for reportAttemptResult. */
-const ManualProvider = z.strictObject({ kind: z.literal('manual'), timeoutMs });
+const ManualProvider = z.strictObject({ kind: z.literal('manual'), timeoutMs, ...inboundWebhooks });
 
 /** OpenAI Chat Completions with a JSON-schema response format, or the Responses API in background mode. */
 const OpenAIProvider = z.strictObject({
@@ -25,6 +35,7 @@ const OpenAIProvider = z.strictObject({
   timeoutMs,
   api: z.enum(['chat', 'responses']).default('chat'),
   contextTokens,
+  ...inboundWebhooks,
 });
 
 /** Anthropic Messages, with structured output through a forced tool call. */
@@ -36,6 +47,7 @@ const AnthropicProvider = z.strictObject({
   timeoutMs,
   anthropicVersion: z.string().default('2023-06-01'),
   contextTokens,
+  ...inboundWebhooks,
 });
 
 export const SIM_BEHAVIOURS = ['ok', 'timeout', 'hallucinated_key', 'broken_json', 'wrong_label', 'refuse', 'fail'] as const;
@@ -48,6 +60,7 @@ const SimProvider = z.strictObject({
   latencyMs: z.number().int().min(0).max(60_000).default(20),
   behaviour: z.enum(SIM_BEHAVIOURS).default('ok'),
   contextTokens,
+  ...inboundWebhooks,
 });
 
 export const ProviderConfig = z.discriminatedUnion('kind', [ManualProvider, OpenAIProvider, AnthropicProvider, SimProvider]);
@@ -62,6 +75,22 @@ export const Config = z.strictObject({
       senderRetryWindowSeconds: z.number().int().min(1).max(31_536_000).default(DEFAULT_SENDER_RETRY_WINDOW_SECONDS),
     })
     .default({ senderRetryWindowSeconds: DEFAULT_SENDER_RETRY_WINDOW_SECONDS }),
+  /**
+   * Outcome effects (section 8). senderRetryWindowSeconds: the window over which a receiver should expect
+   * retries of one callback; a delivered notification's key is kept 3 × this.
+   */
+  effects: z
+    .strictObject({
+      senderRetryWindowSeconds: z.number().int().min(1).max(31_536_000).default(DEFAULT_SENDER_RETRY_WINDOW_SECONDS),
+    })
+    .default({ senderRetryWindowSeconds: DEFAULT_SENDER_RETRY_WINDOW_SECONDS }),
+  /** The sweep that deletes expired deduplication keys: how often, and how many per statement. */
+  expiry: z
+    .strictObject({
+      sweepIntervalSeconds: z.number().int().min(1).max(86_400).default(60),
+      batchSize: z.number().int().min(1).max(100_000).default(1_000),
+    })
+    .default({ sweepIntervalSeconds: 60, batchSize: 1_000 }),
 });
 export type Config = z.infer<typeof Config>;
 

@@ -7,6 +7,7 @@ import { appendEvents, type NewEvent } from '../db/events.ts';
 import type { PoolClient } from '../db/pool.ts';
 import type { Attempt, Job } from '../db/rows.ts';
 import type { Core } from './core.ts';
+import { recordJobFailed } from './outcomeEffects.ts';
 
 /**
  * Inserts the job's next attempt on `provider` and its events. Answers undefined when the job is
@@ -64,5 +65,6 @@ export async function fallOverAfterFailure(client: PoolClient, core: Core, job: 
   }
   events.push({ type: 'JOB_FAILED', message: 'no certified fallback provider left; retryJob may start another attempt' });
   await appendEvents(client, job.id, core.clock.now(), events);
+  await recordJobFailed(client, core, job); // the job.failed notification, once per job
   return undefined;
 }

@@ -8,6 +8,7 @@ import { inTransaction } from '../db/tx.ts';
 import { visibleOwner, type Caller } from './caller.ts';
 import type { Core } from './core.ts';
 import { DomainError, notFound } from './errors.ts';
+import { recordJobCancelled } from './outcomeEffects.ts';
 
 /**
  * Cancels the job: it becomes CANCELLED, its live attempt CANCELLED, and its version moves so that any
@@ -21,7 +22,8 @@ export async function cancelJob(core: Core, caller: Caller, jobId: string): Prom
       throw new DomainError('JOB_CLOSED', `Job ${jobId} already SUCCEEDED; there is nothing to cancel.`, { jobId });
     }
     const now = core.clock.now();
-    if ((await cancelJobIfOpen(client, jobId, now)) === undefined) return undefined; // already cancelled
+    const version = await cancelJobIfOpen(client, jobId, now);
+    if (version === undefined) return undefined; // already cancelled
     const events: NewEvent[] = [];
     const live = await findLiveAttempt(client, jobId);
     const cancelled = live
@@ -30,6 +32,7 @@ export async function cancelJob(core: Core, caller: Caller, jobId: string): Prom
     if (cancelled) events.push({ type: 'ATTEMPT_CANCELLED', attemptId: cancelled.id, message: 'job cancelled' });
     events.push({ type: 'JOB_CANCELLED', message: `cancelled by ${caller.ownerName}` });
     await appendEvents(client, jobId, now, events);
+    await recordJobCancelled(client, core, job, version); // the job.cancelled notification
     return cancelled;
   });
   if (cancelledAttempt) askProviderToCancel(core, cancelledAttempt);

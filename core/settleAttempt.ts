@@ -12,6 +12,7 @@ import { OPERATIONS, checkOutput } from '../providers/operations/index.ts';
 import { fallOverAfterFailure } from './attemptLifecycle.ts';
 import type { Core } from './core.ts';
 import { notFound } from './errors.ts';
+import { recordJobSucceeded } from './outcomeEffects.ts';
 
 export type ReportOutcome = 'WON' | 'DISCARDED' | 'FAILED';
 
@@ -142,6 +143,8 @@ async function complete(client: PoolClient, core: Core, job: Job, attempt: Attem
       { type: 'ATTEMPT_SUCCEEDED', attemptId: attempt.id, message: `attempt ${attempt.number} returned a result` },
       { type: 'JOB_SUCCEEDED', attemptId: attempt.id, message: `attempt ${attempt.number} won; version ${version}` },
     ]);
+    // The debit and the job.succeeded notification commit with the win, or not at all.
+    await recordJobSucceeded(client, core, job, won, version, result);
     return { attempt: won, jobId: job.id, outcome: 'WON', changed: true };
   }
   const reason = job.completedBy

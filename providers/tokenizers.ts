@@ -4,8 +4,9 @@
 //
 // Importing this module is cheap: the tokenizer packages are loaded on first use, synchronously through
 // require (both ship CommonJS builds), and each encoder is built once per process and cached. Building
-// one is what costs: ~0.6–0.8 s and tens of MB for o200k_base / cl100k_base; the Claude tokenizer's first
-// encode takes ~0.5 s.
+// one is what costs: ~0.6–0.8 s and tens of MB for o200k_base / cl100k_base, ~0.2–0.5 s for the Claude
+// tokenizer (a WASM build of tiktoken, compiled synchronously on first use). Counting is then fast and
+// bounded: 20,000 characters of any kind take well under 0.2 s (see countPieces).
 import { createRequire } from 'node:module';
 import type { Prompt } from './adapters/types.ts';
 
@@ -99,14 +100,15 @@ function countPieces(
 const utf8 = new TextEncoder();
 
 /**
- * Byte-pair merging as tiktoken does it (always merge the adjacent pair of lowest rank, the leftmost on a
- * tie) with a heap instead of a rescan after every merge: O(n log n) instead of O(n²). Returns the number
- * of tokens. `rankOf` answers the rank of a byte string as js-tiktoken keys it ("104,105"), if a token.
+ * The tokens of one pre-token as tiktoken encodes it: one when the whole is a token, else byte-pair merging
+ * (always merge the adjacent pair of lowest rank, the leftmost on a tie), here with a heap instead of a
+ * rescan after every merge: O(n log n) instead of O(n²). `rankOf` answers the rank of a byte string as
+ * js-tiktoken keys it ("104,105"), or undefined when it is no token.
  */
 export function bytePairCount(bytes: Uint8Array, rankOf: (key: string) => number | undefined): number {
   const n = bytes.length;
-  if (n <= 1) return n;
   const key = (from: number, to: number) => bytes.subarray(from, to).join(',');
+  if (n <= 1 || rankOf(key(0, n)) !== undefined) return Math.min(n, 1);
   // Parts as a linked list of start offsets: the part starting at i spans [i, next[i]).
   const next = new Int32Array(n + 1);
   const prev = new Int32Array(n + 1);

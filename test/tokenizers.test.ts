@@ -8,6 +8,7 @@ import {
   contextWindow,
   countPromptTokens,
   countTextTokens,
+  bytePairCount,
   DEFAULT_CONTEXT_WINDOW,
   ESTIMATE_MARGIN,
   openaiEncodingFor,
@@ -182,5 +183,66 @@ describe('checkPromptFits', () => {
 
   it('refuses a nonsensical output budget', () => {
     for (const bad of [0, -5, 1.5]) expect(() => checkPromptFits('sim' as TokenizerKind, 'x', longPrompt, bad)).toThrow(RangeError);
+  });
+});
+
+describe('long pre-tokens (no spaces) are counted exactly and fast', () => {
+  // js-tiktoken's merge is quadratic with a large constant: 20,000 characters of Thai (one pre-token)
+  // took it ~8.5 minutes, 20,000 "y" ~30 s. Counts below were taken once from js-tiktoken itself.
+  const thai = 'กรุงเทพมหานครประกาศปรับค่าโดยสารรถประจำทางตั้งแต่เดือนเมษายนปีหน้าเนื่องจากต้นทุนเชื้อเพลิงและค่าแรงที่สูงขึ้น';
+  const fill = (s: string) => s.repeat(Math.ceil(20_000 / s.length)).slice(0, 20_000);
+  const letters = Array.from({ length: 20_000 }, (_, i) => String.fromCharCode(97 + ((i * 7919) % 26))).join('');
+
+  it.each([
+    ['20,000 × "y"', fill('y'), 5_000, 5_000],
+    ['20,000 pseudo-random letters', letters, 11_538, 10_769],
+    ['20,000 characters of Thai', fill(thai), 6_910, 19_091],
+  ])('%s: o200k_base %i, cl100k_base %i, each in well under a second', (_, text, o200k, cl100k) => {
+    const started = performance.now();
+    expect(countTextTokens('openai', 'gpt-4o', text)).toBe(o200k);
+    expect(countTextTokens('openai', 'gpt-4', text)).toBe(cl100k);
+    countTextTokens('anthropic', 'claude-sonnet-4-5', text);
+    expect(performance.now() - started).toBeLessThan(3_000);
+  });
+
+  it('emoji, whitespace and Japanese runs stay fast too', () => {
+    const ja = '東京都は十二日、来年四月から都営バスの運賃を見直すと発表した。大人の運賃は現在の二百十円から二百三十円に引き上げられた。';
+    for (const text of [fill('😀'), fill(' '), fill(ja), fill('👩‍👧‍👦')]) {
+      const started = performance.now();
+      for (const [kind, model] of [['openai', 'gpt-4o'], ['openai', 'gpt-4'], ['anthropic', 'claude-opus-4-1']] as const) {
+        expect(countTextTokens(kind, model, text)).toBeGreaterThan(0);
+      }
+      expect(performance.now() - started).toBeLessThan(3_000);
+    }
+    expect(countTextTokens('openai', 'gpt-4o', fill('😀'))).toBe(10_000);
+  });
+
+  it('bytePairCount merges exactly as js-tiktoken does', async () => {
+    const { Tiktoken } = await import('js-tiktoken/lite');
+    const { default: o200k } = await import('js-tiktoken/ranks/o200k_base');
+    const encoder = new Tiktoken(o200k);
+    const rankMap = (encoder as unknown as { rankMap: Map<string, number> }).rankMap;
+    const pattern = new RegExp(o200k.pat_str, 'gu');
+    const alphabets = ['abcdefghijklmnopqrstuvwxyz', 'กรุงเทพมหานครประกาศปรับค่า', 'ÄÖÜäöüßéèêàç', '😀👍🎉💚', 'aaaab', '!?#%&*', '東京都は十二日来年'];
+    let seed = 7;
+    const random = () => (seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648) / 2_147_483_648;
+    let compared = 0;
+    for (let t = 0; t < 1_500; t++) {
+      const alphabet = [...alphabets[t % alphabets.length]!];
+      const text = Array.from({ length: 2 + Math.floor(random() * 40) }, () => alphabet[Math.floor(random() * alphabet.length)]).join('');
+      const pieces = [...text.matchAll(pattern)];
+      if (pieces.length !== 1 || pieces[0]![0] !== text) continue; // compare single pre-tokens only
+      compared++;
+      expect(bytePairCount(new TextEncoder().encode(text), (k) => rankMap.get(k)), text).toBe(encoder.encode(text, [], []).length);
+    }
+    expect(compared).toBeGreaterThan(800);
+    // And whole texts: the split into runs and long pre-tokens changes no count.
+    const texts = [
+      ...ops.flatMap((op) => op.fixtures.map((f) => op.prompt.render(f.input).user)),
+      'Donaudampfschifffahrtsgesellschaftskapitän, internationalization, https://example.com/a/very/long/path?with=query&and=more',
+      '  leading spaces,   inner   runs,\ttabs\n\n\nand newlines  ',
+      'กรุงเทพมหานครประกาศปรับค่าโดยสาร 東京都は十二日、来年四月から 😀😀😀👩‍👧‍👦 ....!!!!????',
+    ];
+    for (const text of texts) expect(countTextTokens('openai', 'gpt-4o', text)).toBe(encoder.encode(text, [], []).length);
   });
 });

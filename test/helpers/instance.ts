@@ -27,7 +27,7 @@ export interface Instance {
 /** Starts an instance; it is stopped after the file's tests unless stopped before. */
 export async function startInstance(
   databaseUrl: string,
-  opts: { config?: Config; clock?: Clock; sweepDeadlines?: boolean; dispatchAttempts?: boolean } = {},
+  opts: { config?: Config; clock?: Clock; sweepDeadlines?: boolean; dispatchAttempts?: boolean; expireKeys?: boolean } = {},
 ): Promise<Instance> {
   const app = buildApp({
     config: opts.config ?? TEST_CONFIG ?? DEFAULT_CONFIG,
@@ -35,6 +35,7 @@ export async function startInstance(
     clock: opts.clock,
     sweepDeadlines: opts.sweepDeadlines,
     dispatchAttempts: opts.dispatchAttempts,
+    expireKeys: opts.expireKeys,
     log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'),
   });
   const url = await app.start(0);
