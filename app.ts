@@ -30,6 +30,7 @@ import { ProviderRegistry } from './providers/registry.ts';
 import { AttemptRunner } from './providers/runner.ts';
 import type { GraphQLContext } from './schema/context.ts';
 import { schema } from './schema/index.ts';
+import { useResponseHeaders } from './schema/responseHeaders.ts';
 import { createInboundWebhookHandler, isInboundWebhookPath } from './webhooks/inbound.ts';
 
 /** Bodies above this are refused with 413 before they are parsed. */
@@ -82,12 +83,12 @@ export function buildApp(options: AppOptions): App {
   const expiryMetrics = keyExpiryMetrics(metricsRegistry);
   const inboundWebhooks = createInboundWebhookHandler(core);
 
-  async function contextFor(authorization: unknown): Promise<GraphQLContext> {
+  async function contextFor(authorization: unknown, request?: Request): Promise<GraphQLContext> {
     const caller = await authenticator.authenticate(typeof authorization === 'string' ? bearerToken(authorization) : undefined);
     if (!caller) {
       throw new DomainError('UNAUTHENTICATED', 'Send a valid token: "Authorization: Bearer TOKEN" (WebSocket: connectionParams.authorization).');
     }
-    return { caller, core, hub };
+    return { caller, core, hub, request };
   }
 
   const yoga = createYoga<Record<string, unknown>, GraphQLContext>({
@@ -103,7 +104,7 @@ export function buildApp(options: AppOptions): App {
       error: (...args) => log.debug({ yoga: args.map(String).join(' ') }, 'request refused or failed'),
     },
     context: async (initial: YogaInitialContext & { connectionParams?: Record<string, unknown> }) =>
-      contextFor(initial.request?.headers.get('authorization') ?? initial.connectionParams?.authorization),
+      contextFor(initial.request?.headers.get('authorization') ?? initial.connectionParams?.authorization, initial.request),
     plugins: [
       EnvelopArmorPlugin({
         maxDepth: { n: 8 },
@@ -114,6 +115,7 @@ export function buildApp(options: AppOptions): App {
       }),
       usePrometheus({ registry: metricsRegistry, endpoint: '/metrics' }),
       useContractErrorCodes(maskError),
+      useResponseHeaders(),
     ],
   });
 

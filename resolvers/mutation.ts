@@ -11,6 +11,7 @@ import { builder } from '../schema/builder.ts';
 import { ReportOutcomeEnum } from '../schema/enums.ts';
 import { textProblem } from '../schema/scalars.ts';
 import { DomainError } from '../core/errors.ts';
+import { setResponseHeader } from '../schema/responseHeaders.ts';
 import { requireOperator } from './access.ts';
 
 const UUID = z.uuid();
@@ -73,7 +74,19 @@ builder.mutationType({
     createJob: t.field({
       type: CreateJobPayload,
       args: { input: t.arg({ type: CreateJobInput, required: true }) },
-      resolve: (_, { input }, { core, caller }) => createJob(core, caller, { ...input, input: input.input }),
+      resolve: async (_, { input }, { core, caller, request }) => {
+        // One identity at every layer: an Idempotency-Key header (from the client or a proxy in front)
+        // must name the same intent as the input, or the request is refused before anything is written.
+        const header = request?.headers.get('idempotency-key');
+        if (header != null && header !== input.idempotencyKey) {
+          throw new DomainError('BAD_USER_INPUT', 'The Idempotency-Key header and input.idempotencyKey differ; send the same key in both, or only one.', {
+            field: 'input.idempotencyKey',
+          });
+        }
+        const answer = await createJob(core, caller, { ...input, input: input.input });
+        if (answer.replayed) setResponseHeader(request, 'Idempotent-Replayed', 'true');
+        return answer;
+      },
     }),
     retryJob: t.field({
       type: 'Attempt',

@@ -7,4 +7,6 @@ export interface GraphQLContext {
   caller: Caller;
   core: Core;
   hub: JobEventHub;
+  /** The HTTP request, when there is one (not over WebSocket): its headers carry identity too. */
+  request?: Request;
 }
