@@ -2,17 +2,15 @@
 // callback notifications (one per job and outcome), independent of each other. Real Postgres, real
 // onejob instances, a real HTTP receiver that verifies signatures with standardwebhooks.
 import { Webhook } from 'standardwebhooks';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../app.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../clock.ts';
 import { Config } from '../config.ts';
 import { backoffDelayMs, CallbackDeliveryWorker, type CallbackDeliveryTuning } from '../core/callbackDelivery.ts';
 import { settleAttempt } from '../core/settleAttempt.ts';
-import { createLogger } from '../log.ts';
 import { closedPort } from './helpers/adapterCalls.ts';
 import { createTestDatabase, type TestDatabase } from './helpers/database.ts';
 import { CANCEL_JOB, JOB, dataOf, errorCode, gql } from './helpers/graphql.ts';
-import { makeToken, TEST_CONFIG, type Instance, type TestToken } from './helpers/instance.ts';
+import { makeToken, startInstance, TEST_CONFIG, type Instance, type TestToken } from './helpers/instance.ts';
 import { createSummarizeJob, report, retryOk } from './helpers/scenario.ts';
 import { waitUntil } from './helpers/waitFor.ts';
 import { startWebhookReceiver, type WebhookReceiver } from './helpers/webhookReceiver.ts';
@@ -35,24 +33,7 @@ let api: Instance;
 let receiver: WebhookReceiver;
 let operator: TestToken;
 
-async function startEffectsInstance(): Promise<Instance> {
-  const app = buildApp({
-    config: CONFIG,
-    databaseUrl: db.url,
-    sweepDeadlines: false,
-    callbackDelivery: FAST,
-    log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'),
-  });
-  const url = await app.start(0);
-  let stopped = false;
-  const stop = async () => {
-    if (stopped) return;
-    stopped = true;
-    await app.stop();
-  };
-  afterAll(stop);
-  return { app, url, graphqlUrl: `${url}/graphql`, stop };
-}
+const startEffectsInstance = () => startInstance(db.url, { config: CONFIG, sweepDeadlines: false, callbackDelivery: FAST });
 
 beforeAll(async () => {
   db = await createTestDatabase('effects');

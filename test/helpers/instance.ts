@@ -1,6 +1,6 @@
 // Real onejob instances on port 0 against a test database, and the tokens to call them with.
 import { afterAll } from 'vitest';
-import { buildApp, type App } from '../../app.ts';
+import { buildApp, type App, type AppOptions } from '../../app.ts';
 import type { Clock } from '../../clock.ts';
 import { Config, DEFAULT_CONFIG } from '../../config.ts';
 import { createToken } from '../../core/auth.ts';
@@ -27,7 +27,7 @@ export interface Instance {
 /** Starts an instance; it is stopped after the file's tests unless stopped before. */
 export async function startInstance(
   databaseUrl: string,
-  opts: { config?: Config; clock?: Clock; sweepDeadlines?: boolean; dispatchAttempts?: boolean; expireKeys?: boolean } = {},
+  opts: Pick<AppOptions, 'clock' | 'sweepDeadlines' | 'dispatchAttempts' | 'expireKeys' | 'callbackDelivery'> & { config?: Config } = {},
 ): Promise<Instance> {
   const app = buildApp({
     config: opts.config ?? TEST_CONFIG ?? DEFAULT_CONFIG,
@@ -36,6 +36,7 @@ export async function startInstance(
     sweepDeadlines: opts.sweepDeadlines,
     dispatchAttempts: opts.dispatchAttempts,
     expireKeys: opts.expireKeys,
+    callbackDelivery: opts.callbackDelivery,
     log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'),
   });
   const url = await app.start(0);
