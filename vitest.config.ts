@@ -7,6 +7,8 @@ export default defineConfig({
   },
   test: {
     include: ['test/**/*.test.ts'],
+    // The live provider suite needs API keys and the internet: `npm run contract:live` runs it.
+    exclude: ['test/live/**', 'node_modules/**'],
     globalSetup: ['test/helpers/globalSetup.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,

@@ -3,4 +3,4 @@
 import { defineConfig, mergeConfig } from 'vitest/config';
 import base from './vitest.config.ts';
 
-export default mergeConfig(base, defineConfig({ test: { include: ['test/live/**/*.live.test.ts'], testTimeout: 300_000 } }));
+export default mergeConfig(base, defineConfig({ test: { include: ['test/live/**/*.live.test.ts'], exclude: ['node_modules/**'], testTimeout: 300_000 } }));
