@@ -1,7 +1,6 @@
 // Real onejob instances on port 0 against a test database, and the tokens to call them with.
 import { afterAll } from 'vitest';
 import { buildApp, type App, type AppOptions } from '../../app.ts';
-import type { Clock } from '../../clock.ts';
 import { Config, DEFAULT_CONFIG } from '../../config.ts';
 import { createToken } from '../../core/auth.ts';
 import type { Caller } from '../../core/caller.ts';
