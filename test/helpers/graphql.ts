@@ -41,14 +41,20 @@ export function dataOf<T>(res: GraphQLResponse<T>): T {
   return res.data;
 }
 
-export function wsClient(graphqlUrl: string, token: string): Client {
-  const client = createClient({
+/** A graphql-ws client as a web or mobile client makes one: authenticated at connection. */
+export function newWsClient(graphqlUrl: string, token: string): Client {
+  return createClient({
     url: graphqlUrl.replace(/^http/, 'ws'),
     webSocketImpl: WebSocket,
     connectionParams: { authorization: `Bearer ${token}` },
     retryAttempts: 0,
     lazy: true,
   });
+}
+
+/** A graphql-ws client for the whole test file, disposed after it. */
+export function wsClient(graphqlUrl: string, token: string): Client {
+  const client = newWsClient(graphqlUrl, token);
   afterAll(() => client.dispose());
   return client;
 }

@@ -1,8 +1,8 @@
 // Subscriptions as a client sees them: graphql-ws and server-sent events, read with `for await` into an
 // EventStream that tests wait on (a condition with a deadline that fails the test, never a sleep).
-import { createClient, type Client } from 'graphql-ws';
-import WebSocket from 'ws';
+import type { Client } from 'graphql-ws';
 import { onTestFinished } from 'vitest';
+import { newWsClient } from './graphql.ts';
 
 export const JOB_EVENTS = /* GraphQL */ `
   subscription Events($jobId: ID!, $afterSeq: Int) {
@@ -241,13 +241,7 @@ export function subscribeSse(
 
 /** A graphql-ws client made inside a test, disposed when the test ends. */
 export function wsClientForTest(graphqlUrl: string, token: string): Client {
-  const client = createClient({
-    url: graphqlUrl.replace(/^http/, 'ws'),
-    webSocketImpl: WebSocket,
-    connectionParams: { authorization: `Bearer ${token}` },
-    retryAttempts: 0,
-    lazy: true,
-  });
+  const client = newWsClient(graphqlUrl, token);
   onTestFinished(() => client.dispose());
   return client;
 }
