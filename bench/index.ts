@@ -6,9 +6,10 @@ import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import { createToken } from '../core/auth.ts';
 import { createPool } from '../db/pool.ts';
+import { ATTEMPT_TIMEOUT_MS, MODEL, PROVIDER, runAttempts } from './attempts.ts';
 import { createBenchDatabase, redactUrl, type BenchDatabase } from './database.ts';
 import { runEvents } from './events.ts';
-import { startInstance, type RunningInstance } from './instances.ts';
+import { startInstance } from './instances.ts';
 import { latencyLine, ms, num } from './stats.ts';
 import { runStorm } from './storm.ts';
 import { runThroughput, type WindowResult } from './throughput.ts';
@@ -30,6 +31,8 @@ const settings = {
   subscribers: Math.round(env('BENCH_SUBSCRIBERS', 1000)),
   subscriptionsPerSocket: Math.round(env('BENCH_SUBS_PER_SOCKET', 1)),
   mutations: Math.max(2, Math.round(env('BENCH_MUTATIONS', 30))),
+  attempts: Math.round(env('BENCH_ATTEMPTS', 300)),
+  attemptsConcurrency: Math.round(env('BENCH_ATTEMPTS_CONCURRENCY', 8)),
 };
 const forceProfile = process.env.BENCH_PROFILE === '1';
 /** The whole bench gives up (and cleans up) after this, whatever is still running. */
@@ -66,7 +69,8 @@ async function main(): Promise<void> {
   out('='.repeat(72));
   progress(process.env.DATABASE_URL ? 'creating the bench database' : 'starting the embedded Postgres and creating the bench database');
   const db: BenchDatabase = await createBenchDatabase();
-  const instances: RunningInstance[] = [];
+  /** Everything started in its own process (instances, the fake provider), stopped at cleanup. */
+  const instances: { stop(): Promise<void> }[] = [];
   const pool = createPool(db.url, 4);
   let cleaning: Promise<void> | undefined;
   const cleanup = () =>
@@ -98,6 +102,7 @@ async function main(): Promise<void> {
     out(`  bench database   ${db.name} (created, migrated with db/migrate.ts, dropped at the end)`);
     out('  instances        buildApp() on 127.0.0.1:0, log level silent, each in its own Node process (bench/instance.ts);');
     out('                   providers primary/backup of kind manual with timeoutMs 3600000, so no bench attempt falls due');
+    out('                   (phase 4 stops A and B and starts instance C with one provider of kind openai, against a local fake)');
     out('  load generator   this process: node:http with keep-alive agents, graphql-ws clients on ws; everything shares the same cores');
 
     progress('starting instance A');
@@ -227,11 +232,83 @@ async function main(): Promise<void> {
       out(`  the series took ${ev.cpu.wallS.toFixed(1)} s; meanwhile Postgres and other processes on the machine used ${others.toFixed(2)} cores`);
     }
 
+    // ---------------------------------------------------------------------------------------------
+    // A and B have done their part; stopped now so that their runners do not claim the attempts of
+    // phase 4 (they do not know its provider) and their timers do not share the cores.
+    progress('stopping instances A and B');
+    await Promise.all([a.stop(), b.stop()]);
+    out();
+    out(`4. Overhead per attempt: the same OpenAI adapter call, straight and through the service`);
+    out('-'.repeat(72));
+    const at = await runAttempts(db.url, owner.token, pool, {
+      n: settings.attempts,
+      concurrency: settings.attemptsConcurrency,
+      warmup: 30,
+      seriesBudgetMs: 8_000,
+    }, progress, (p) => instances.push(p));
+    const f2 = (v: number) => (Number.isFinite(v) ? v.toFixed(2) : 'n/a');
+    const signedMs = (v: number) => (Number.isFinite(v) ? `${v >= 0 ? '+' : ''}${ms(v)}` : 'n/a');
+    out(`  how: the tests' fake OpenAI server (test/fakes/openaiFake.ts) in its own process on ${at.baseUrl}; it checks the key and`);
+    out(`       the strict schema and answers each chat.completions request at once with a good summary. Provider "${PROVIDER}":`);
+    out(`       kind openai, api chat, model ${MODEL}, timeoutMs ${ATTEMPT_TIMEOUT_MS}. ${settings.attempts} calls per series, 1 at a time then ${settings.attemptsConcurrency} at a time`);
+    out(`       (each caller starts its next when its last ended; 8 s cap per series), after 30 warm-up calls of each kind.`);
+    out(`       direct:  openaiAdapter(config).call() from this process, summarize's prompt.render(input) and outputJsonSchema()`);
+    out(`                (rendered once); latency = the call's promise: fetch, the fake's work, parsing the JSON output.`);
+    out(`       service: instance C (its own process, like A and B, which are stopped by now; config with that provider only,`);
+    out(`                statement counting on): createJob over HTTP (provider ${PROVIDER}, no fallbacks, attemptTimeoutMs ${ATTEMPT_TIMEOUT_MS}, fresh key,`);
+    out(`                the acceptance tests' full Job selection), then at once a graphql-ws subscription jobEvents(jobId, afterSeq: 0)`);
+    out(`                on C over a socket opened beforehand (one per caller); latency = createJob sent -> JOB_SUCCEEDED received.`);
+    out(`                Included: createJob (HTTP, GraphQL, the insert and its commit); the runner's wake-up (NOTIFY onejob_dispatch`);
+    out(`                from the attempt insert's trigger, its 250 ms poll as the safety net) and its claim; rendering the prompt and`);
+    out(`                counting its tokens (js-tiktoken o200k_base) and writing prompt_tokens; the same adapter call; the RUNNING`);
+    out(`                transaction; the output check and the settle transaction (CAS on the job, events, usage debit, outbox);`);
+    out(`                then the event's NOTIFY, the hub's read and the delivery over the WebSocket. A job that settles before the`);
+    out(`                subscription is in place comes from the replay (afterSeq 0), so subscribing is inside the figure too.`);
+    out(`       CPU per call: process CPU time (process.cpuUsage) over the series / calls; the fake's own process is in neither.`);
+    for (const sp of at.series) {
+      out(`  ${sp.concurrency} at a time: direct ${num(sp.direct.values.length)} calls in ${ms(sp.direct.wallMs)} (${num((1000 * sp.direct.values.length) / sp.direct.wallMs)}/s, ${sp.direct.failed} failed),` +
+        ` service ${num(sp.service.values.length)} attempts in ${ms(sp.service.wallMs)} (${num((1000 * sp.service.values.length) / sp.service.wallMs)}/s, ${sp.service.failed} failed)`);
+      const firstFailure = sp.direct.firstError ?? sp.service.firstError;
+      if (firstFailure) out(`    first failure: ${firstFailure}`);
+      out(`    direct   adapter call                 ${latencyLine(sp.directLatency)}`);
+      out(`    service  createJob sent -> SUCCEEDED  ${latencyLine(sp.serviceTotal)}`);
+      out(`             createJob sent -> answer     ${latencyLine(sp.serviceCreateJob)}`);
+      out(`             answer -> SUCCEEDED          ${latencyLine(sp.serviceAfterAnswer)}`);
+      const cores = (v: number | undefined) => (v === undefined ? 'n/a' : `${v.toFixed(2)} of ${cpus.length}`);
+      out(`    CPU per call: direct: this process ${ms(sp.cpu.directSelfMs)} (machine busy ${cores(sp.cpu.directMachineCores)} cores);` +
+        ` service: instance C ${ms(sp.cpu.serviceInstanceMs)}, this process ${ms(sp.cpu.serviceSelfMs)} (machine busy ${cores(sp.cpu.serviceMachineCores)} cores)`);
+      if ((sp.cpu.serviceMachineCores ?? 0) > 0.9 * cpus.length) {
+        out(`    (every core was busy during the service series: its latencies here include waiting for a CPU)`);
+      }
+      out(`    overhead per attempt (service - direct): p50 ${signedMs(sp.serviceTotal.p50 - sp.directLatency.p50)}, p99 ${signedMs(sp.serviceTotal.p99 - sp.directLatency.p99)}` +
+        ` (differences of percentiles, not percentiles of differences)`);
+    }
+    out(`  where the time goes, 1 at a time (p50 / p99 over ${num(at.timeline.n)} attempts; from the clock of this process and the timestamps`);
+    out(`  instance C wrote with its own clock, same machine; C's timestamps have 1 ms resolution, so steps are ±1 ms):`);
+    for (const s of at.timeline.steps) out(`    ${s.what.padEnd(62)} ${ms(s.p50).padStart(9)} / ${ms(s.p99)}`);
+    out(`  Database round trips per attempt: statements instance C's pg pool sent during each series / attempts in the series`);
+    out(`  (bench/queryCounter.ts, on in C only: its pool's clients have query() wrapped, BEGIN and COMMIT included, and each`);
+    out(`  checkout is attributed by its statements; no app code changed; pg_stat_statements is not used (not installed here).`);
+    out(`  Every statement is one round trip; the LISTEN connections of the runner and the hub are outside the pool, not counted.)`);
+    out(`    ${'phase'.padEnd(24)} ${'1 at a time'.padStart(11)} ${`${settings.attemptsConcurrency} at a time`.padStart(11)}`);
+    const row = (label: string, vals: number[], note = '') =>
+      out(`    ${label.padEnd(24)} ${vals.map((v) => f2(v).padStart(11)).join(' ')}${note ? `   ${note}` : ''}`);
+    const path = ['createJob', 'claim', 'prompt tokens', 'mark running', 'settle'];
+    for (const r of at.statements.filter((r) => path.includes(r.phase))) row(r.phase, r.perAttempt, r.note);
+    const sum = (rows: typeof at.statements) => at.series.map((_, i) => rows.reduce((acc, r) => acc + r.perAttempt[i]!, 0));
+    row('= the attempt\'s path', sum(at.statements.filter((r) => path.includes(r.phase))),
+      `each phase here commits writes and waits for its WAL flush (synchronous_commit ${at.synchronousCommit}); one claim may take several`);
+    for (const r of at.statements.filter((r) => !path.includes(r.phase))) row(r.phase, r.perAttempt, r.note);
+    for (const u of at.unclassified) row('other', u.perAttempt, u.text.slice(0, 90));
+    row('= all statements', at.statementsTotal, `in ${at.checkoutsTotal.map(f2).join(' / ')} pool checkouts (pool.query calls and transactions) per attempt`);
+    out(`  the fake answered ${Object.entries(at.fakeAnswers).map(([k, v]) => `${k} ×${num(v)}`).join(', ')} for ${num(at.callsMade)} calls and attempts made (warm-ups included)`);
+
     out();
     out(`Total bench time ${((performance.now() - started) / 1000).toFixed(1)} s.`);
     out(`Rerun: ${rerunCommand()}`);
     out('  (knobs: BENCH_CONCURRENCY, BENCH_DURATION_S, BENCH_WARMUP_S, BENCH_ROUNDS, BENCH_STORM, BENCH_SUBSCRIBERS,');
-    out('   BENCH_SUBS_PER_SOCKET, BENCH_MUTATIONS, BENCH_PROFILE=1 to always profile, BENCH_PROFILE_S)');
+    out('   BENCH_SUBS_PER_SOCKET, BENCH_MUTATIONS, BENCH_PROFILE=1 to always profile, BENCH_PROFILE_S, BENCH_ATTEMPTS,');
+    out('   BENCH_ATTEMPTS_CONCURRENCY)');
   } finally {
     await cleanup();
     clearTimeout(watchdog);

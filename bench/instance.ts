@@ -1,16 +1,20 @@
 // One onejob instance in its own process, as `npm start` would run it: buildApp on 127.0.0.1, port 0,
 // silent logs. The bench (the parent) drives it over IPC: it answers its URL, CPU time, pool state,
-// subscriber count, and can profile itself for a window.
+// subscriber count, and can profile itself for a window. BENCH_INSTANCE_CONFIG (JSON) replaces the
+// default bench configuration; BENCH_COUNT_QUERIES=1 counts the statements its pool sends (queryCounter.ts).
 import { Session } from 'node:inspector';
 import { buildApp } from '../app.ts';
+import { Config } from '../config.ts';
 import { createLogger } from '../log.ts';
 import { BENCH_CONFIG } from './config.ts';
 import { summarizeProfile, type CpuProfile } from './profile.ts';
+import { countPoolQueries, type QueryCounts } from './queryCounter.ts';
 
 export type ToInstance =
   | { id: number; type: 'stats' }
   | { id: number; type: 'profile-start' }
   | { id: number; type: 'profile-stop' }
+  | { id: number; type: 'query-counts' }
   | { id: number; type: 'stop' };
 
 export interface InstanceStats {
@@ -22,7 +26,11 @@ export interface InstanceStats {
 async function main(): Promise<void> {
   const databaseUrl = process.env.BENCH_DATABASE_URL;
   if (!databaseUrl || !process.send) throw new Error('bench/instance.ts is started by bench/index.ts');
-  const app = buildApp({ config: BENCH_CONFIG, databaseUrl, log: createLogger('silent') });
+  const configJson = process.env.BENCH_INSTANCE_CONFIG;
+  const config = configJson ? Config.parse(JSON.parse(configJson)) : BENCH_CONFIG;
+  const app = buildApp({ config, databaseUrl, log: createLogger('silent') });
+  // Hooked before the app opens its first connection, so every pooled client is seen.
+  const counter = process.env.BENCH_COUNT_QUERIES === '1' ? countPoolQueries(app.core.pool) : undefined;
   const url = await app.start(0, '127.0.0.1');
   const session = new Session();
   const post = (method: string, params?: object) =>
@@ -41,6 +49,11 @@ async function main(): Promise<void> {
             subscribers: app.hub.subscriberCount(),
           };
           return reply(msg.id, stats);
+        }
+        case 'query-counts': {
+          if (!counter) throw new Error('statement counting is off (start the instance with BENCH_COUNT_QUERIES=1)');
+          const counts: QueryCounts = counter.snapshot();
+          return reply(msg.id, counts);
         }
         case 'profile-start':
           session.connect();

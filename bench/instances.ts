@@ -3,6 +3,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { ProfileSummary } from './profile.ts';
 import type { InstanceStats } from './instance.ts';
+import type { QueryCounts } from './queryCounter.ts';
 
 const ENTRY = fileURLToPath(new URL('./instance.ts', import.meta.url));
 const START_TIMEOUT_MS = 60_000;
@@ -13,15 +14,34 @@ export interface RunningInstance {
   graphqlUrl: string;
   pid: number;
   stats(): Promise<InstanceStats>;
+  /** Statements sent so far by its pool; only for an instance started with countQueries. */
+  queryCounts(): Promise<QueryCounts>;
   profileStart(): Promise<void>;
   profileStop(): Promise<ProfileSummary>;
   stop(): Promise<void>;
 }
 
-export async function startInstance(databaseUrl: string, label: string): Promise<RunningInstance> {
+export interface InstanceOptions {
+  /** The instance's configuration (parsed by config.ts Config); default bench/config.ts BENCH_CONFIG. */
+  config?: unknown;
+  /** Count the statements its pool sends (bench/queryCounter.ts). */
+  countQueries?: boolean;
+  /** More environment variables for the child (e.g. a provider's API key variable). */
+  env?: Record<string, string>;
+}
+
+export async function startInstance(databaseUrl: string, label: string, options: InstanceOptions = {}): Promise<RunningInstance> {
   // process.execArgv carries tsx's loader flags, so the child runs TypeScript like this process.
   const child: ChildProcess = fork(ENTRY, [], {
-    env: { ...process.env, BENCH_DATABASE_URL: databaseUrl, LOG_LEVEL: 'silent' },
+    env: {
+      ...process.env,
+      ...options.env,
+      BENCH_DATABASE_URL: databaseUrl,
+      LOG_LEVEL: 'silent',
+      // Set here or not at all (an undefined value is left out of the child's environment).
+      BENCH_INSTANCE_CONFIG: options.config === undefined ? undefined : JSON.stringify(options.config),
+      BENCH_COUNT_QUERIES: options.countQueries ? '1' : undefined,
+    },
     execArgv: process.execArgv,
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
@@ -70,6 +90,7 @@ export async function startInstance(databaseUrl: string, label: string): Promise
     graphqlUrl: `${url}/graphql`,
     pid: child.pid!,
     stats: () => call<InstanceStats>('stats'),
+    queryCounts: () => call<QueryCounts>('query-counts'),
     profileStart: () => call<void>('profile-start'),
     profileStop: () => call<ProfileSummary>('profile-stop'),
     stop() {
