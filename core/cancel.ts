@@ -1,7 +1,7 @@
 // cancelJob (rule 14) and cancelAttempt (out of band, operators).
-import { findAttempt, findJobIdOfAttempt, findLiveAttempt, moveAttempt } from '../db/attempts.ts';
+import { findAttempt, findLiveAttempt, moveAttempt } from '../db/attempts.ts';
 import { appendEvents, type NewEvent } from '../db/events.ts';
-import { cancelJobIfOpen, findJob, lockJob } from '../db/jobs.ts';
+import { cancelJobIfOpen, findJob, lockJob, lockJobOfAttempt } from '../db/jobs.ts';
 import type { Attempt, JobView } from '../db/rows.ts';
 import { LIVE_ATTEMPT_STATES } from '../db/states.ts';
 import { inTransaction } from '../db/tx.ts';
@@ -57,8 +57,9 @@ const PROVIDER_CANCEL_TIMEOUT_MS = 10_000;
 /** Resolves a live attempt out of band: it stops blocking the job; a late result may still win. */
 export async function cancelAttempt(core: Core, caller: Caller, attemptId: string, reason: string): Promise<Attempt> {
   const cancelled = await inTransaction(core.pool, async (client) => {
-    const jobId = await findJobIdOfAttempt(client, attemptId);
-    if (!jobId || !(await lockJob(client, jobId, visibleOwner(caller)))) throw notFound('attempt', attemptId);
+    const job = await lockJobOfAttempt(client, attemptId, visibleOwner(caller));
+    if (!job) throw notFound('attempt', attemptId);
+    const jobId = job.id;
     const now = core.clock.now();
     const cancelled = await moveAttempt(client, {
       id: attemptId,

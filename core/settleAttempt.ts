@@ -1,8 +1,8 @@
 // What happens when an attempt's outcome arrives — by reportAttemptResult, and later by a provider's
 // answer, a webhook or reconciliation: all of them come through settleAttempt (rules 10–13).
-import { findAttempt, findJobIdOfAttempt, moveAttempt } from '../db/attempts.ts';
+import { findAttempt, moveAttempt } from '../db/attempts.ts';
 import { appendEvents } from '../db/events.ts';
-import { completeJobIfStillOpen, lockJob } from '../db/jobs.ts';
+import { completeJobIfStillOpen, lockJobOfAttempt } from '../db/jobs.ts';
 import type { PoolClient } from '../db/pool.ts';
 import { recordRaceLoss } from '../db/raceLog.ts';
 import type { Attempt, Job } from '../db/rows.ts';
@@ -98,8 +98,7 @@ export async function settleAttemptWithin(
   outcome: AttemptOutcome,
   options: SettleOptions = {},
 ): Promise<Settlement> {
-  const jobId = await findJobIdOfAttempt(client, attemptId);
-  const job = jobId ? await lockJob(client, jobId, options.ownerId) : undefined;
+  const job = await lockJobOfAttempt(client, attemptId, options.ownerId);
   if (!job) throw notFound('attempt', attemptId);
   // Read under the job's lock: nothing else can move this attempt until we commit.
   const attempt = (await findAttempt(client, attemptId))!;

@@ -45,12 +45,6 @@ export async function findLiveAttempt(q: Queryable, jobId: string): Promise<Atte
   return rows[0] ? toAttempt(rows[0]) : undefined;
 }
 
-/** The job an attempt belongs to (immutable, so it may be read before the job's lock is taken). */
-export async function findJobIdOfAttempt(q: Queryable, attemptId: string): Promise<string | undefined> {
-  const { rows } = await q.query('SELECT job_id FROM attempts WHERE id = $1', [attemptId]);
-  return rows[0]?.job_id as string | undefined;
-}
-
 /**
  * Moves an attempt to `to` if its current state allows it; answers the updated attempt, or undefined
  * when it was not in such a state. Leaving a live state stamps finished_at.

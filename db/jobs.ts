@@ -186,6 +186,17 @@ export async function lockJob(client: PoolClient, id: string, ownerId: number | 
   return rows[0] ? toJob(rows[0]) : undefined;
 }
 
+/** lockJob for the job an attempt belongs to, in one statement (the attempt's job never changes). */
+export async function lockJobOfAttempt(client: PoolClient, attemptId: string, ownerId: number | undefined): Promise<Job | undefined> {
+  const { rows } = await client.query(
+    `SELECT j.* FROM jobs j
+     WHERE j.id = (SELECT job_id FROM attempts WHERE id = $1) AND ($2::bigint IS NULL OR j.owner_id = $2)
+     FOR NO KEY UPDATE`,
+    [attemptId, ownerId ?? null],
+  );
+  return rows[0] ? toJob(rows[0]) : undefined;
+}
+
 /**
  * Rule 11: the compare-and-swap that lets exactly one result win. Zero rows means this attempt lost:
  * another result won, or the job was cancelled, since it read the job's version.
