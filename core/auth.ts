@@ -19,10 +19,15 @@ export async function createToken(q: Queryable, ownerName: string, role: Role): 
   return { token, caller: holder };
 }
 
-/** Reads "Bearer TOKEN" (the scheme is case-insensitive); undefined when absent or malformed. */
+/**
+ * Reads "Bearer TOKEN" (the scheme is case-insensitive); undefined when absent or malformed. A bare
+ * onejob token (no scheme) is taken too: WebSocket clients often put just the token in connectionParams.
+ */
 export function bearerToken(header: string | null | undefined): string | undefined {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
-  return match?.[1];
+  if (match) return match[1];
+  const bare = (header ?? '').trim();
+  return bare.startsWith(TOKEN_PREFIX) && !/\s/.test(bare) ? bare : undefined;
 }
 
 export class Authenticator {

@@ -419,6 +419,14 @@ describe('WebSocket authentication (graphql-transport-ws)', () => {
     ]);
   });
 
+  it('a bare token (no Bearer scheme) in connectionParams is accepted too', async () => {
+    const job = await newJob('ws-bare');
+    const { client } = connect({ authorization: alice.token });
+    const outcome = await take(client, EVENTS, { id: job.id }, 1);
+    expect(outcome.failure).toBeUndefined();
+    expect(outcome.results).toHaveLength(1);
+  });
+
   it('on an authenticated socket, another owner’s job and a bad id are NOT_FOUND, and bad documents are BAD_USER_INPUT, without closing the socket', async () => {
     const job = await newJob('ws-other-owner');
     const { client } = connect({ authorization: `Bearer ${bob.token}` }, false);
