@@ -82,7 +82,7 @@ describe('a timeout is UNKNOWN, never FAILED (rule 9)', () => {
 });
 
 describe('a restarted instance', () => {
-  it('turns attempts that went overdue while no instance ran UNKNOWN within a second of starting', async () => {
+  it('turns attempts that went overdue while no instance ran UNKNOWN as soon as it starts sweeping', async () => {
     // An instance whose clock is an hour behind writes deadlines that have already passed in real time,
     // and it never sweeps: as if it died right after creating the job.
     const past = new ManualClock(Date.now() - 3_600_000);
@@ -99,7 +99,6 @@ describe('a restarted instance', () => {
       if (state !== 'UNKNOWN') await new Promise((r) => setTimeout(r, 20)); // poll interval
     }
     await fresh.stop();
-    console.log(`overdue attempt turned UNKNOWN ${Date.now() - started} ms after the new instance began starting`);
   });
 });
 
