@@ -375,7 +375,7 @@ describe('several instances', () => {
   });
 });
 
-describe('backoff and giving up (driven by hand with a ManualClock)', () => {
+describe('backoff (driven by hand with a ManualClock)', () => {
   it('doubles the delay from the base, up to the cap, with jitter', () => {
     const tuning = { backoffBaseMs: 1_000, backoffCapMs: 600_000 };
     expect([1, 2, 3, 4].map((n) => backoffDelayMs(n, tuning, () => 1))).toEqual([1_000, 2_000, 4_000, 8_000]);
