@@ -18,6 +18,7 @@ import { Authenticator, bearerToken } from './core/auth.ts';
 import type { Core } from './core/core.ts';
 import { startCallbackDelivery, type CallbackDeliveryTuning } from './core/callbackDelivery.ts';
 import { startDeadlineSweeper } from './core/deadlines.ts';
+import type { Periodic } from './core/periodic.ts';
 import { DEFAULT_KEY_EXPIRY, keyExpiryMetrics, startKeyExpirySweeper } from './core/keyExpiry.ts';
 import { DomainError } from './core/errors.ts';
 import { JobEventHub } from './core/eventHub.ts';
@@ -176,10 +177,10 @@ export function buildApp(options: AppOptions): App {
     wsServer,
   );
 
-  let sweeper: { stop(): Promise<void> } | undefined;
-  let reconciler: { stop(): Promise<void> } | undefined;
-  let callbackDelivery: { stop(): Promise<void> } | undefined;
-  let keyExpiry: { stop(): Promise<void> } | undefined;
+  let sweeper: Periodic | undefined;
+  let reconciler: Periodic | undefined;
+  let callbackDelivery: Periodic | undefined;
+  let keyExpiry: Periodic | undefined;
   let dispatching = false;
   let url = '';
 

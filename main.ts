@@ -9,7 +9,6 @@ import { countTokens } from './db/owners.ts';
 import { createLogger } from './log.ts';
 import { certifyProvider } from './providers/certification.ts';
 import type { Core } from './core/core.ts';
-import { findCurrentCertification } from './db/certifications.ts';
 import { OPERATIONS } from './providers/operations/index.ts';
 
 const log = createLogger();
@@ -48,15 +47,8 @@ async function certifySimulatedProviders(core: Core): Promise<void> {
   for (const name of core.providers.names()) {
     if (core.providers.get(name)?.kind !== 'sim') continue;
     const missing: string[] = [];
-    for (const op of OPERATIONS.values()) {
-      const current = await findCurrentCertification(core.pool, {
-        provider: name,
-        operation: op.name,
-        model: core.providers.model(name),
-        templateVersion: op.prompt.version,
-        outputSchemaHash: op.outputSchemaHash(),
-      });
-      if (!current) missing.push(op.name);
+    for (const op of OPERATIONS.keys()) {
+      if (!(await core.providers.currentCertification(core.pool, name, op))) missing.push(op);
     }
     if (missing.length === 0) continue;
     for (const c of await certifyProvider(core, name, missing)) {

@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { claimDueCallbacks, markCallbackDelivered, recordCallbackFailure, releaseCallbackClaim, type OutboxRow } from '../db/outbox.ts';
 import type { Core } from './core.ts';
+import { runPeriodically, type Periodic } from './periodic.ts';
 
 export interface CallbackDeliveryTuning {
   /** How often a worker looks for due notifications. */
@@ -52,8 +53,7 @@ export interface DeliveryPass {
 
 export class CallbackDeliveryWorker {
   readonly tuning: CallbackDeliveryTuning;
-  private timer: NodeJS.Timeout | undefined;
-  private pass: Promise<void> | undefined;
+  private ticks: Periodic | undefined;
   /** Aborts the POSTs in flight when the worker stops. */
   private readonly stopping = new AbortController();
 
@@ -65,19 +65,12 @@ export class CallbackDeliveryWorker {
   }
 
   start(): void {
-    this.timer = setInterval(() => {
-      if (this.pass) return; // the last pass is still going: skip this tick rather than pile up
-      this.pass = this.deliverDue()
-        .then(() => {}, (err) => this.core.log.error({ err }, 'callback delivery pass failed; retrying on the next tick'))
-        .finally(() => (this.pass = undefined));
-    }, this.tuning.pollIntervalMs);
-    this.timer.unref();
+    this.ticks = runPeriodically('a callback delivery pass', this.tuning.pollIntervalMs, () => this.deliverDue(), this.core.log);
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.timer);
     this.stopping.abort(new Error('the instance is stopping'));
-    await this.pass;
+    await this.ticks?.stop();
   }
 
   /** Claims and tries due notifications until none is due; answers what it did. */

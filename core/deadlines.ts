@@ -6,6 +6,7 @@ import { appendEvents } from '../db/events.ts';
 import { lockJob } from '../db/jobs.ts';
 import { inTransaction } from '../db/tx.ts';
 import type { Core } from './core.ts';
+import { runPeriodically, type Periodic } from './periodic.ts';
 
 /** Well under the one second rule 9 allows, leaving room for a slow sweep. */
 export const DEADLINE_SWEEP_INTERVAL_MS = 200;
@@ -37,19 +38,6 @@ export async function sweepOverdueAttempts(core: Core): Promise<number> {
   }
 }
 
-export function startDeadlineSweeper(core: Core): { stop(): Promise<void> } {
-  let sweep: Promise<void> | undefined;
-  const timer = setInterval(() => {
-    if (sweep) return; // the last sweep is still going: skip this tick rather than pile up
-    sweep = sweepOverdueAttempts(core)
-      .then(() => {}, (err) => core.log.error({ err }, 'deadline sweep failed; retrying on the next tick'))
-      .finally(() => (sweep = undefined));
-  }, DEADLINE_SWEEP_INTERVAL_MS);
-  timer.unref();
-  return {
-    async stop() {
-      clearInterval(timer);
-      await sweep;
-    },
-  };
+export function startDeadlineSweeper(core: Core): Periodic {
+  return runPeriodically('the deadline sweep', DEADLINE_SWEEP_INTERVAL_MS, () => sweepOverdueAttempts(core), core.log);
 }

@@ -4,6 +4,7 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { KEY_STORES, countKeys, deleteExpiredKeys, type KeyStore } from '../db/keyStores.ts';
 import type { Core } from './core.ts';
+import { runPeriodically, type Periodic } from './periodic.ts';
 
 export interface KeyExpiryOptions {
   intervalMs: number;
@@ -55,21 +56,8 @@ export async function sweepExpiredKeys(core: Core, options: KeyExpiryOptions, me
   return report;
 }
 
-export function startKeyExpirySweeper(core: Core, options: KeyExpiryOptions, metrics: KeyExpiryMetrics): { stop(): Promise<void> } {
-  let pass: Promise<void> | undefined;
-  const tick = () => {
-    if (pass) return;
-    pass = sweepExpiredKeys(core, options, metrics)
-      .then(() => {}, (err) => core.log.error({ err }, 'expiring deduplication keys failed; retrying on the next tick'))
-      .finally(() => (pass = undefined));
-  };
-  const timer = setInterval(tick, options.intervalMs);
-  timer.unref();
-  tick();
-  return {
-    async stop() {
-      clearInterval(timer);
-      await pass;
-    },
-  };
+export function startKeyExpirySweeper(core: Core, options: KeyExpiryOptions, metrics: KeyExpiryMetrics): Periodic {
+  return runPeriodically('expiring deduplication keys', options.intervalMs, () => sweepExpiredKeys(core, options, metrics), core.log, {
+    immediately: true,
+  });
 }

@@ -42,10 +42,10 @@ export async function recordCertification(q: Queryable, c: Omit<Certification, '
  * The newest certification of the provider for the operation under exactly this model, prompt version
  * and output schema: only that one counts. A newer failed run withdraws an older pass.
  */
-export async function findCurrentCertification(
-  q: Queryable,
-  p: { provider: string; model: string; operation: string; templateVersion: string; outputSchemaHash: string },
-): Promise<Certification | undefined> {
+/** What a certification is earned with; it counts only while all of it is still current. */
+export type CertificationTerms = Pick<Certification, 'provider' | 'model' | 'operation' | 'templateVersion' | 'outputSchemaHash'>;
+
+export async function findCurrentCertification(q: Queryable, p: CertificationTerms): Promise<Certification | undefined> {
   const { rows } = await q.query(
     `SELECT * FROM certifications
      WHERE provider = $1 AND operation = $2 AND model = $3 AND template_version = $4 AND output_schema_hash = $5

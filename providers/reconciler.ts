@@ -3,6 +3,7 @@
 // as a report would — a result may win or be DISCARDED, a failure starts the next certified fallback;
 // "still working" or "cannot tell" leaves it UNKNOWN, to be asked again later.
 import type { Core } from '../core/core.ts';
+import { runPeriodically, type Periodic } from '../core/periodic.ts';
 import { settleAttempt } from '../core/settleAttempt.ts';
 import { takeUnknownAttemptsToReconcile } from '../db/dispatch.ts';
 
@@ -48,19 +49,6 @@ export async function reconcileUnknownAttempts(core: Core): Promise<number> {
   return settled;
 }
 
-export function startReconciler(core: Core): { stop(): Promise<void> } {
-  let pass: Promise<void> | undefined;
-  const timer = setInterval(() => {
-    if (pass) return;
-    pass = reconcileUnknownAttempts(core)
-      .then(() => {}, (err) => core.log.error({ err }, 'reconciliation pass failed; retrying on the next tick'))
-      .finally(() => (pass = undefined));
-  }, RECONCILE_INTERVAL_MS);
-  timer.unref();
-  return {
-    async stop() {
-      clearInterval(timer);
-      await pass;
-    },
-  };
+export function startReconciler(core: Core): Periodic {
+  return runPeriodically('a reconciliation pass', RECONCILE_INTERVAL_MS, () => reconcileUnknownAttempts(core), core.log);
 }

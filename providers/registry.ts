@@ -1,7 +1,7 @@
 // The configured providers, by name: their adapters, and what onejob may do with each without a
 // human choosing it.
 import type { Config, ProviderConfig } from '../config.ts';
-import { findCurrentCertification } from '../db/certifications.ts';
+import { findCurrentCertification, type Certification, type CertificationTerms } from '../db/certifications.ts';
 import type { Queryable } from '../db/pool.ts';
 import { anthropicAdapter } from './adapters/anthropic.ts';
 import { openaiAdapter } from './adapters/openai.ts';
@@ -68,16 +68,23 @@ export class ProviderRegistry {
    */
   async isCertified(q: Queryable, provider: string, operation: string): Promise<boolean> {
     if (this.require(provider).kind === 'manual') return true;
+    return (await this.currentCertification(q, provider, operation))?.passed === true;
+  }
+
+  /**
+   * What a certification must have been earned with to count now: the provider's current model, the
+   * operation's current prompt version and output schema hash. Undefined for an unknown operation.
+   */
+  certificationTerms(provider: string, operation: string): CertificationTerms | undefined {
     const op = OPERATIONS.get(operation);
-    if (!op) return false;
-    const current = await findCurrentCertification(q, {
-      provider,
-      operation,
-      model: this.model(provider),
-      templateVersion: op.prompt.version,
-      outputSchemaHash: op.outputSchemaHash(),
-    });
-    return current?.passed === true;
+    if (!op) return undefined;
+    return { provider, operation, model: this.model(provider), templateVersion: op.prompt.version, outputSchemaHash: op.outputSchemaHash() };
+  }
+
+  /** The newest certification earned under the current terms, passed or not. */
+  async currentCertification(q: Queryable, provider: string, operation: string): Promise<Certification | undefined> {
+    const terms = this.certificationTerms(provider, operation);
+    return terms ? findCurrentCertification(q, terms) : undefined;
   }
 
   private require(name: string): ProviderConfig {

@@ -4,7 +4,6 @@ import { createJob, idempotencyKeyProblem } from '../core/createJob.ts';
 import { notFound } from '../core/errors.ts';
 import { retryJob } from '../core/retryJob.ts';
 import { settleAttempt, type AttemptOutcome } from '../core/settleAttempt.ts';
-import { findAttempt } from '../db/attempts.ts';
 import { findJob } from '../db/jobs.ts';
 import type { Attempt, JobView } from '../db/rows.ts';
 import { builder } from '../schema/builder.ts';
@@ -127,11 +126,9 @@ builder.mutationType({
         }
         const outcome: AttemptOutcome = hasResult ? { result } : { error: error! };
         const settled = await settleAttempt(core, asUuid(attemptId, 'attempt'), outcome, `operator ${caller.ownerName}`);
-        const [attempt, job] = await Promise.all([
-          findAttempt(core.pool, settled.attempt.id),
-          findJob(core.pool, settled.jobId, undefined),
-        ]);
-        return { attempt: attempt!, job: job!, outcome: settled.outcome };
+        // The attempt as the settling transaction left it; the job as it stands now (with its attempts).
+        const job = await findJob(core.pool, settled.jobId, undefined);
+        return { attempt: settled.attempt, job: job!, outcome: settled.outcome };
       },
     }),
   }),

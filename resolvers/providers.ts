@@ -16,8 +16,9 @@ builder.queryField('providers', (t) =>
           const certifications = latest
             .filter((c) => c.provider === name)
             .map((c) => {
-              const op = OPERATIONS.get(c.operation);
-              const current = !!op && c.model === model && c.templateVersion === op.prompt.version && c.outputSchemaHash === op.outputSchemaHash();
+              const terms = core.providers.certificationTerms(name, c.operation);
+              const current =
+                !!terms && c.model === terms.model && c.templateVersion === terms.templateVersion && c.outputSchemaHash === terms.outputSchemaHash;
               return { ...c, current };
             });
           const certifiedOperations: string[] = [];
