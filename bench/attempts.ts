@@ -137,7 +137,7 @@ const PHASES: { phase: string; note: string; any: RegExp }[] = [
   { phase: 'claim', note: "the runner's claim (UPDATE … FOR UPDATE SKIP LOCKED) that got the attempt", any: /SET dispatched_by = \$1/ },
   { phase: 'prompt tokens', note: 'UPDATE attempts SET prompt_tokens', any: /SET prompt_tokens = \$2/ },
   { phase: 'mark running', note: "the provider's answer arrived: BEGIN, lock job, STARTING -> RUNNING, ATTEMPT_RUNNING event, COMMIT", any: /SET state = 'RUNNING'/ },
-  { phase: 'settle', note: 'settleAttempt: BEGIN, find + lock job and attempt, CAS on the job, SUCCEEDED, 2 events, usage debit, outbox, COMMIT', any: /^BEGIN ; SELECT job_id FROM attempts WHERE id = \$1/ },
+  { phase: 'settle', note: 'settleAttempt: BEGIN, lock the attempt\'s job, read the attempt, CAS on the job, SUCCEEDED, 2 events, usage debit, outbox, COMMIT', any: /^BEGIN ; SELECT j\.\* FROM jobs j\s+WHERE j\.id = \(SELECT job_id FROM attempts WHERE id = \$1\)/ },
   { phase: 'event delivery', note: "this subscriber: the job lookup at subscribe, the hub's reads of job_events (replay, each NOTIFY)", any: /FROM job_events|FROM job_view WHERE id = \$1/ },
   {
     phase: 'background',
